@@ -1,0 +1,14 @@
+"""The Celery app. Tasks are discovered from installed apps; the beat schedule is one dict in code."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+
+app = Celery("loopmem")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+# Loaded into django-celery-beat's DatabaseScheduler at beat start-up. Each entry: what runs, and why then.
+app.conf.beat_schedule = {}

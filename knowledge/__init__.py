@@ -1,0 +1,1 @@
+"""The Knowledge Wiki slice memory needs: articles, hybrid search, novelty gate, access ledger."""

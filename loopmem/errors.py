@@ -1,0 +1,124 @@
+"""Domain errors: plain exceptions with a stable `code` and HTTP `status`.
+
+Services and tasks raise these and never import DRF; `loopmem.http_errors` renders every one as
+`{"error": {"status", "code", "message", "details"}}`. A code never changes once shipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class DomainError(Exception):
+    """Base of every error the API reports on purpose."""
+
+    status: ClassVar[int] = 400
+    code: ClassVar[str] = "bad_request"
+    default_message: ClassVar[str] = "Bad request"
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
+        self.details: dict[str, Any] = details or {}
+        super().__init__(self.message)
+
+
+class BadRequest(DomainError):
+    status, code, default_message = 400, "bad_request", "Bad request"
+
+
+class Unauthorized(DomainError):
+    status, code, default_message = 401, "unauthorized", "A valid API key is required"
+
+
+class Forbidden(DomainError):
+    status, code, default_message = 403, "forbidden", "This API key's role may not do that"
+
+
+class NotFound(DomainError):
+    status, code, default_message = 404, "not_found", "Not found"
+
+
+class Conflict(DomainError):
+    status, code, default_message = 409, "conflict", "Conflict"
+
+
+class DuplicateSlug(DomainError):
+    status, code, default_message = 409, "duplicate_slug", "A project with this slug already exists"
+
+
+class AmbiguousResolution(DomainError):
+    status, code, default_message = (
+        409,
+        "ambiguous_resolution",
+        "The identifier matches more than one active project; use the slug",
+    )
+
+
+class ValidationFailed(DomainError):
+    """Field-level input errors: `details` maps each field to a list of messages."""
+
+    status, code, default_message = 422, "validation_failed", "Validation failed"
+
+
+class ImpersonationTenantRequired(DomainError):
+    status, code, default_message = (
+        422,
+        "impersonation_tenant_required",
+        "A superadmin memory request needs an impersonation target (superadmin keys are tenant-less). "
+        "Set the X-Impersonate-Tenant header so the tenant scope can be resolved.",
+    )
+
+
+class ImpersonationTenantNotFound(DomainError):
+    status, code, default_message = (
+        422,
+        "impersonation_tenant_not_found",
+        "X-Impersonate-Tenant names no tenant (give its id or slug)",
+    )
+
+
+class SubjectIdUnresolvable(DomainError):
+    status, code, default_message = (
+        422,
+        "subject_id_unresolvable",
+        "The subject scope for this API key could not be resolved; the memory operation was refused rather "
+        "than writing/reading a null scope.",
+    )
+
+
+class InvalidProjectId(DomainError):
+    status, code, default_message = (
+        422,
+        "invalid_project_id",
+        "project_id must be the canonical UUID of one of your tenant's projects",
+    )
+
+
+class NoIdentifier(DomainError):
+    status, code, default_message = 422, "no_identifier", "Give one of slug, repo_url or name"
+
+
+class RateLimited(DomainError):
+    """Too many requests; `retry_after` seconds until the window resets."""
+
+    status, code, default_message = 429, "rate_limited", "Rate limit exceeded"
+
+    def __init__(self, *, retry_after: int, limit: int) -> None:
+        super().__init__(details={"retry_after": retry_after, "limit": limit})
+        self.retry_after = retry_after
+
+
+class TenantHalted(DomainError):
+    status, code, default_message = (
+        503,
+        "tenant_halted",
+        "Custody operations are halted for this tenant; reads continue, writes are refused",
+    )
+
+
+class NotReady(DomainError):
+    status, code, default_message = 503, "not_ready", "A dependency is unreachable"
+
+
+class ServerError(DomainError):
+    status, code, default_message = 500, "server_error", "Internal server error"

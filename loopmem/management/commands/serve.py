@@ -1,0 +1,127 @@
+"""Run the whole service in the foreground: migrations, web server, Celery worker and beat.
+
+The embedded PostgreSQL and Redis (if used) belong to this process: children are handed their URLs,
+and Ctrl-C stops the children first, then the embedded servers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import ArgumentParser
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+_STOP_GRACE_SECONDS = 15
+
+
+class Command(BaseCommand):
+    help = "Run web server + Celery worker + Celery beat in the foreground (Ctrl-C stops everything)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--no-migrate", action="store_true", help="skip `migrate` before starting")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write("database migrated")
+        env = {
+            **os.environ,
+            "DATABASE_URL": settings.DATABASE_URL,
+            "HEAVY_READ_DATABASE_URL": settings.HEAVY_READ_DATABASE_URL,
+            "REDIS_URL": settings.REDIS_URL,
+            "LOOPMEM_SECRET_KEY": settings.SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.base"),
+        }
+        bind = f"{settings.SERVE_HOST}:{settings.SERVE_PORT}"
+        python = sys.executable
+        commands = {
+            "web": [
+                python,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "--bind",
+                bind,
+                "--workers",
+                str(settings.SERVE_WEB_WORKERS),
+                "--access-logfile",
+                "-",
+            ],
+            "worker": [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(settings.SERVE_CELERY_CONCURRENCY),
+                "--hostname",
+                f"loopmem-{settings.SERVE_PORT}@%h",
+            ],
+            "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"],
+        }
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        stopping = False
+
+        def request_stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        try:
+            for name, command in commands.items():
+                # Own session: the terminal's Ctrl-C reaches only this process, which stops children in order.
+                children[name] = subprocess.Popen(command, env=env, start_new_session=True)
+            self._announce(bind)
+            while not stopping:
+                for name, child in children.items():
+                    if child.poll() is not None:
+                        raise CommandError(f"{name} exited with status {child.returncode}; stopping the service")
+                time.sleep(0.5)
+            self.stdout.write("stopping…")
+        finally:
+            _stop_all(children)
+        self.stdout.write("stopped")
+
+    def _announce(self, bind: str) -> None:
+        url = f"http://{bind}"
+        manage = f"{sys.executable} manage.py"
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    f"loopmem is serving on {url}  (readiness: {url}/readyz, API docs: {url}/api/docs/)",
+                    f"data dir: {settings.DATA_DIR}",
+                    "Create a first API key (in another terminal, same LOOPMEM_DATA_DIR):",
+                    f"  {manage} create_tenant --name 'My Team' --slug my-team",
+                    f"  {manage} create_api_key --tenant my-team --role agent --agent-id my-agent",
+                    f"  curl -H 'Authorization: Bearer <key>' {url}/api/v1/projects",
+                    "Ctrl-C stops the web server, worker, beat and the embedded servers.",
+                    "",
+                ]
+            )
+        )
+
+
+def _stop_all(children: dict[str, subprocess.Popen[bytes]]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_SECONDS
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

@@ -1,0 +1,124 @@
+"""Tenants and API keys: who is calling, and on whose behalf."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from loopmem.crypto import EncryptedTextField
+
+
+class TenantQuerySet(models.QuerySet["Tenant"]):
+    def by_id_or_slug(self, value: str) -> TenantQuerySet:
+        """Operators and the impersonation header name a tenant either way."""
+        match = Q(slug=value)
+        with contextlib.suppress(ValueError):
+            match |= Q(id=uuid.UUID(value))
+        return self.filter(match)
+
+
+class Tenant(models.Model):
+    """An isolated customer: every memory, session turn, article and project belongs to exactly one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    custody_halted_at = models.DateTimeField(null=True, blank=True)
+    # None means the deployment default (settings.RATE_LIMIT_PER_KEY_PER_MINUTE).
+    rate_limit_requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+
+    embedding_provider = models.CharField(max_length=32, blank=True, default="")
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    embedding_base_url = models.CharField(max_length=500, blank=True, default="")
+    embedding_api_key = EncryptedTextField(blank=True, default="")
+    llm_provider = models.CharField(max_length=32, blank=True, default="")
+    llm_model = models.CharField(max_length=200, blank=True, default="")
+    llm_base_url = models.CharField(max_length=500, blank=True, default="")
+    llm_api_key = EncryptedTextField(blank=True, default="")
+
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        db_table = "tenants"
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def is_halted(self) -> bool:
+        return self.custody_halted_at is not None
+
+    @property
+    def rate_limit_per_minute(self) -> int:
+        """Requests per minute allowed to each of this tenant's keys."""
+        return self.rate_limit_requests_per_minute or settings.RATE_LIMIT_PER_KEY_PER_MINUTE
+
+
+class ApiKey(models.Model):
+    """A bearer credential. Only its sha256 is stored; the raw key is shown once, at creation."""
+
+    class Role(models.TextChoices):
+        AGENT = "agent"
+        ORCHESTRATOR = "orchestrator"
+        USER = "user"
+        SUPERADMIN = "superadmin"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True, default="")
+    key_hash = models.CharField(max_length=64, unique=True)
+    key_prefix = models.CharField(max_length=16)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    agent_id = models.CharField(max_length=200, blank=True, default="")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "api_keys"
+        constraints = [
+            models.CheckConstraint(
+                name="api_keys_role_valid",
+                condition=Q(role__in=["agent", "orchestrator", "user", "superadmin"]),
+            ),
+            # Agent and orchestrator keys act for an agent; without one there is no memory owner.
+            models.CheckConstraint(
+                name="api_keys_agent_id_required",
+                condition=~Q(role__in=["agent", "orchestrator"]) | ~Q(agent_id=""),
+            ),
+            # Superadmin keys are tenant-less; every other key belongs to exactly one tenant.
+            models.CheckConstraint(
+                name="api_keys_tenant_iff_not_superadmin",
+                condition=(Q(role="superadmin") & Q(tenant__isnull=True))
+                | (~Q(role="superadmin") & Q(tenant__isnull=False)),
+            ),
+            # One live key per (tenant, agent, role): rotation is revoke-then-create.
+            models.UniqueConstraint(
+                fields=["tenant", "agent_id", "role"],
+                condition=Q(revoked_at__isnull=True) & Q(role__in=["agent", "orchestrator"]),
+                name="api_keys_one_active_per_agent_role",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.role})"
+
+    @property
+    def is_superadmin(self) -> bool:
+        return self.role == self.Role.SUPERADMIN
+
+    def is_usable(self, now: datetime) -> bool:
+        """Not revoked and not expired at `now`."""
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > now

@@ -1,0 +1,1 @@
+"""Agent memory: long-term memories and session turns (remember, recall, list, forget, promote)."""

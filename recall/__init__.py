@@ -1,0 +1,1 @@
+"""Merged recall: memory and knowledge in one ranked, diversified, explained answer."""

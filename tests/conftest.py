@@ -1,0 +1,85 @@
+"""Shared fixtures: tenants, keys issued by the real service, and API clients carrying them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from loopmem.models import ApiKey, Tenant
+from loopmem.services import IssuedKey, api_key_create
+from tests.factories import TenantFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limit_counters() -> None:
+    # Rate-limit counters live in the real Redis; each test starts from zero.
+    cache.clear()
+
+
+@pytest.fixture
+def tenant(db: Any) -> Tenant:
+    return TenantFactory.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def other_tenant(db: Any) -> Tenant:
+    return TenantFactory.create(name="Globex", slug="globex")
+
+
+MakeKey = Callable[..., IssuedKey]
+
+
+@pytest.fixture
+def make_key(db: Any) -> MakeKey:
+    counter = iter(range(1_000_000))
+
+    def make(
+        role: str = "agent", tenant: Tenant | None = None, agent_id: str | None = None, **kwargs: Any
+    ) -> IssuedKey:
+        if role in (ApiKey.Role.AGENT, ApiKey.Role.ORCHESTRATOR) and agent_id is None:
+            agent_id = f"agent-{next(counter)}"
+        return api_key_create(role=role, tenant=tenant, agent_id=agent_id, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def agent_key(make_key: MakeKey, tenant: Tenant) -> IssuedKey:
+    return make_key("agent", tenant, agent_id="agent-a")
+
+
+@pytest.fixture
+def user_key(make_key: MakeKey, tenant: Tenant) -> IssuedKey:
+    return make_key("user", tenant)
+
+
+@pytest.fixture
+def superadmin_key(make_key: MakeKey) -> IssuedKey:
+    return make_key("superadmin", None)
+
+
+MakeClient = Callable[..., APIClient]
+
+
+@pytest.fixture
+def client_for() -> MakeClient:
+    def make(issued: IssuedKey | None = None, impersonate: str | None = None) -> APIClient:
+        client = APIClient()
+        headers: dict[str, str] = {}
+        if issued is not None:
+            headers["HTTP_AUTHORIZATION"] = f"Bearer {issued.raw_key}"
+        if impersonate is not None:
+            headers["HTTP_X_IMPERSONATE_TENANT"] = impersonate
+        client.credentials(**headers)
+        return client
+
+    return make
+
+
+def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole error body the API must answer."""
+    return {"error": {"status": status, "code": code, "message": message, "details": details or {}}}

@@ -1,0 +1,31 @@
+"""Factories for the rows tests need. API keys go through the real service so hashing is real."""
+
+from __future__ import annotations
+
+import factory
+from factory.django import DjangoModelFactory
+
+from loopmem.models import Tenant
+from projects.models import Project
+from projects.repo_url import parse_repo_url
+
+
+class TenantFactory(DjangoModelFactory[Tenant]):
+    class Meta:
+        model = Tenant
+
+    name = factory.Sequence(lambda n: f"Tenant {n}")
+    slug = factory.Sequence(lambda n: f"tenant-{n}")
+
+
+class ProjectFactory(DjangoModelFactory[Project]):
+    class Meta:
+        model = Project
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = factory.Sequence(lambda n: f"Project {n}")
+    slug = factory.Sequence(lambda n: f"project-{n}")
+    repo_url = ""
+    repo_key = factory.LazyAttribute(
+        lambda p: (ref.key if (ref := parse_repo_url(p.repo_url)) else "") if p.repo_url else ""
+    )

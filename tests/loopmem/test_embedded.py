@@ -1,0 +1,34 @@
+"""The embedded-server bootstrap's own rules (the servers themselves run every other test)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from loopmem import embedded
+
+
+def test_dead_handle_pids_are_pruned(tmp_path):
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    handle_file = pgdata / ".handle_pids.json"
+    dead_pid = 2**22 + 12345  # above pid_max on Linux: never a live process
+    handle_file.write_text(json.dumps([os.getpid(), dead_pid]))
+    embedded._prune_dead_handle_pids(pgdata)
+    assert json.loads(handle_file.read_text()) == [os.getpid()]
+
+
+def test_redis_socket_moves_to_tmp_when_the_path_is_too_long(tmp_path):
+    deep = tmp_path / ("d" * 120)
+    path = embedded.redis_socket_path(deep)
+    assert len(str(path)) <= 100
+    assert path.name == "redis.sock"
+    assert embedded.redis_socket_path(deep) == path  # stable for the same data dir
+
+
+def test_a_fresh_data_dir_gets_its_own_redis(tmp_path):
+    import redis
+
+    url = embedded.redis_url(tmp_path)
+    assert url.startswith("unix://")
+    assert redis.Redis.from_url(url).ping()

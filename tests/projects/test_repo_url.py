@@ -1,0 +1,28 @@
+"""Repo URL spellings reduce to one reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from projects.repo_url import RepoRef, parse_repo_url
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("git@github.com:Owner/Repo.git", RepoRef("github.com", "owner/repo")),
+        ("https://github.com/owner/repo", RepoRef("github.com", "owner/repo")),
+        ("https://github.com/owner/repo.git/", RepoRef("github.com", "owner/repo")),
+        ("ssh://git@github.com/owner/repo.git", RepoRef("github.com", "owner/repo")),
+        ("https://gitlab.com/group/sub/repo", RepoRef("gitlab.com", "group/sub/repo")),
+        ("owner/repo", RepoRef(None, "owner/repo")),
+        ("  Owner/Repo.git ", RepoRef(None, "owner/repo")),
+    ],
+)
+def test_spellings(value, expected):
+    assert parse_repo_url(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "repo", "https://github.com/owner", "git@github.com:", "a b/c"])
+def test_non_repositories(value):
+    assert parse_repo_url(value) is None
