@@ -1,21 +1,27 @@
 """Zero-setup servers: embedded PostgreSQL (pgvector) and a local Redis under the data dir.
 
-Settings call these only when DATABASE_URL / REDIS_URL are unset. Each returns a URL; the process that
-started a server stops it when it exits (pgserver counts handles across processes in
-`.handle_pids.json`; Redis is stopped only by the process that launched it).
+Settings call these only when DATABASE_URL / REDIS_URL are unset. Each returns a URL. Both servers are
+shared by every process using the data dir and stopped when the last of them exits: pgserver counts
+handles in `.handle_pids.json`, and Redis gets the same treatment in `redis.handles.json`. Pids of
+processes that died without cleaning up (SIGKILL, `os._exit`) are pruned, so a leak lasts only until the
+next process comes and goes.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -67,11 +73,14 @@ def _ensure_database(admin_url: str, name: str) -> None:
 
 
 def redis_url(data_dir: Path) -> str:
-    """Join a Redis already serving the data dir's socket, or start one; return its URL."""
+    """Join the data dir's Redis (starting it if none answers) and return its URL."""
     data_dir.mkdir(parents=True, exist_ok=True)
     socket_path = redis_socket_path(data_dir)
-    if not _redis_alive(socket_path):
-        _start_redis(data_dir, socket_path)
+    with _redis_handles_lock(data_dir):
+        if not _redis_alive(socket_path):
+            _start_redis(data_dir, socket_path)
+        _write_handles(data_dir, [*_live_handles(data_dir), os.getpid()])
+    atexit.register(_release_redis, data_dir, socket_path)
     return f"unix://{socket_path}?db=0"
 
 
@@ -142,12 +151,40 @@ def _start_redis(data_dir: Path, socket_path: Path) -> None:
             raise RuntimeError(f"embedded redis-server failed to start; see {data_dir / 'redis.log'}")
         time.sleep(0.05)
     logger.info("started embedded redis on %s (pid %s)", socket_path, process.pid)
-    atexit.register(_stop_redis, process)
 
 
-def _stop_redis(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
+def _release_redis(data_dir: Path, socket_path: Path) -> None:
+    import redis
+
+    with _redis_handles_lock(data_dir):
+        remaining = [pid for pid in _live_handles(data_dir) if pid != os.getpid()]
+        _write_handles(data_dir, remaining)
+        if remaining:
+            return
+        # Already gone, or the shutdown closed the connection as it should: either way it is down.
+        with contextlib.suppress(redis.RedisError, OSError):
+            redis.Redis(unix_socket_path=str(socket_path), socket_timeout=5).shutdown(nosave=True)
+
+
+@contextlib.contextmanager
+def _redis_handles_lock(data_dir: Path) -> Iterator[None]:
+    with (data_dir / "redis.handles.lock").open("a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def _live_handles(data_dir: Path) -> list[int]:
+    import psutil
+
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        pids = json.loads((data_dir / "redis.handles.json").read_text() or "[]")
+    except (OSError, ValueError):
+        return []
+    return [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+
+
+def _write_handles(data_dir: Path, pids: list[int]) -> None:
+    (data_dir / "redis.handles.json").write_text(json.dumps(sorted(set(pids))))

@@ -26,9 +26,20 @@ def test_redis_socket_moves_to_tmp_when_the_path_is_too_long(tmp_path):
     assert embedded.redis_socket_path(deep) == path  # stable for the same data dir
 
 
-def test_a_fresh_data_dir_gets_its_own_redis(tmp_path):
-    import redis
-
+def test_redis_is_shared_and_stopped_by_the_last_live_user(tmp_path):
     url = embedded.redis_url(tmp_path)
-    assert url.startswith("unix://")
-    assert redis.Redis.from_url(url).ping()
+    socket_path = embedded.redis_socket_path(tmp_path)
+    assert url == f"unix://{socket_path}?db=0"
+    assert embedded._redis_alive(socket_path)
+
+    # Another live user (pid 1 always runs) keeps it up when this process lets go.
+    handles = tmp_path / "redis.handles.json"
+    handles.write_text(json.dumps([1, os.getpid()]))
+    embedded._release_redis(tmp_path, socket_path)
+    assert embedded._redis_alive(socket_path)
+
+    # A dead user (killed without cleaning up) does not: the last live one stops it.
+    dead_pid = 2**22 + 12345
+    handles.write_text(json.dumps([dead_pid, os.getpid()]))
+    embedded._release_redis(tmp_path, socket_path)
+    assert not embedded._redis_alive(socket_path)
