@@ -3,6 +3,7 @@
 import os
 
 from celery import Celery
+from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 
@@ -11,4 +12,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # Loaded into django-celery-beat's DatabaseScheduler at beat start-up. Each entry: what runs, and why then.
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    # A write whose embedding task was lost (Redis down, worker killed) is embedded within 5 minutes.
+    "memory-embedding-sweep": {"task": "memory.tasks.embedding_sweep_task", "schedule": crontab(minute="*/5")},
+}

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("projects.urls")),
+    path("api/v1/", include("memory.urls")),
 ]
 
 handler404 = "loopmem.http_errors.not_found_view"

