@@ -8,10 +8,12 @@ vectors of different models are never compared.
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,12 +222,26 @@ class OpenAIEmbedder:
         except openai.APIConnectionError as exc:
             raise EmbeddingRequestFailed(str(exc)) from exc
         except openai.APIStatusError as exc:
-            retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
-            raise EmbeddingProviderError(
-                exc.status_code, str(exc), retry_after=float(retry_after) if retry_after else None
-            ) from exc
+            header = exc.response.headers.get("retry-after") if exc.response is not None else None
+            retry_after = _retry_after_seconds(header)
+            raise EmbeddingProviderError(exc.status_code, str(exc), retry_after=retry_after) from exc
         ordered = sorted(response.data, key=lambda item: item.index)
         return [list(item.embedding) for item in ordered]
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After in seconds: delta-seconds or an HTTP-date (RFC 9110 allows both); None if unreadable."""
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 PROVIDERS: dict[str, Callable[[EmbedderSpec], Embedder]] = {

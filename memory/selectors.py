@@ -89,7 +89,9 @@ def recall_by_vector(
 
     A subject with at most RECALL_EXACT_MAX_ROWS rows is read exactly: a btree-scoped scan sorted by true
     distance. A larger one is read through HNSW with the subject *inside* an iterative scan, re-ranked, and
-    verified: if it comes back short, the exact read answers instead. `path` forces a path (benchmarks).
+    verified: if it comes back short, the exact read answers instead. `path` forces a read for benchmarks and
+    tests: "exact", "ann" (verified), "ann_only" (unverified), "ann_post_filter" (the reference's: no iterative
+    scan, unverified).
     """
     candidates = _candidates(scope, model_id, include_superseded=include_superseded)
     with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
@@ -104,7 +106,7 @@ def recall_by_vector(
         applied = session.configure(
             heavy_read.ReadOptions(
                 ef_search=settings.HNSW_EF_SEARCH,
-                iterative_scan=path != "ann_post_filter",
+                iterative_scan=path in ("ann", "ann_only"),
                 max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES,
             )
         )

@@ -1,0 +1,28 @@
+from argparse import ArgumentParser
+from typing import Any
+
+from loopmem.management.operator import OperatorCommand
+from memory.services import memory_embedding_sweep
+
+SWEEPS = ("embedding",)
+
+
+class Command(OperatorCommand):
+    help = "Run a periodic sweep now, in this process (the beat schedule runs the same code)."
+
+    def add_command_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("sweep", choices=SWEEPS)
+
+    def run(self, **options: Any) -> tuple[dict[str, Any], str]:
+        report = memory_embedding_sweep()
+        summary = {
+            "sweep": "embedding",
+            "embedded": report.embedded,
+            "failed": report.failed,
+            "tenants": report.tenants,
+            "failures": report.failures,
+        }
+        human = f"embedding sweep: {report.embedded} embedded, {report.failed} failed over {report.tenants} tenant(s)"
+        if report.failures:
+            human += f" ({', '.join(f'{tag}: {n}' for tag, n in report.failures.items())})"
+        return summary, human

@@ -1,0 +1,123 @@
+"""The structural guard of heavy reads and the per-tenant in-flight cap."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db.models import Q
+from django.test import override_settings
+
+from loopmem import heavy_read
+from loopmem.heavy_read import UnscopedHeavyRead, assert_scoped
+from memory.models import Memory
+from tests.conftest import error
+from tests.memory.conftest import heavy_db
+
+TENANT = uuid.UUID("00000000-0000-0000-0000-00000000000a")
+OTHER = uuid.UUID("00000000-0000-0000-0000-00000000000b")
+
+
+def check(queryset, subject="s1"):
+    assert_scoped(queryset.query, tenant_id=TENANT, subject_id=subject)
+
+
+def test_a_scoped_query_passes():
+    check(Memory.objects.filter(tenant_id=TENANT, subject_id="s1", superseded_by__isnull=True))
+    check(Memory.objects.filter(tenant_id=TENANT).filter(subject_id="s1").filter(Q(project_id=None) | Q(text="x")))
+
+
+def test_a_subject_less_query_raises():
+    with pytest.raises(UnscopedHeavyRead, match="subject"):
+        check(Memory.objects.filter(tenant_id=TENANT))
+
+
+def test_another_subjects_value_raises():
+    with pytest.raises(UnscopedHeavyRead, match="subject"):
+        check(Memory.objects.filter(tenant_id=TENANT, subject_id="s2"))
+
+
+def test_a_subject_under_or_does_not_count():
+    with pytest.raises(UnscopedHeavyRead, match="subject"):
+        check(Memory.objects.filter(Q(subject_id="s1") | Q(subject_id="s2"), tenant_id=TENANT))
+
+
+def test_a_negated_subject_does_not_count():
+    with pytest.raises(UnscopedHeavyRead, match="subject"):
+        check(Memory.objects.filter(tenant_id=TENANT).exclude(subject_id="s1"))
+
+
+def test_a_tenant_less_query_raises():
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(Memory.objects.filter(subject_id="s1"))
+
+
+def test_another_tenants_value_raises():
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(Memory.objects.filter(tenant_id=OTHER, subject_id="s1"))
+
+
+def test_a_tenant_under_or_does_not_count():
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(Memory.objects.filter(Q(tenant_id=TENANT) | Q(tenant_id=OTHER), subject_id="s1"))
+
+
+def test_a_subquery_without_the_tenant_raises():
+    pool = Memory.objects.filter(embedding__isnull=False).values("id")[:100]
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(Memory.objects.filter(tenant_id=TENANT, subject_id="s1", id__in=pool))
+
+
+def test_the_reference_shape_passes_a_tenant_pinned_pool_without_subject():
+    pool = Memory.objects.filter(tenant_id=TENANT, embedding__isnull=False).values("id")[:100]
+    check(Memory.objects.filter(tenant_id=TENANT, subject_id="s1", id__in=pool))
+
+
+def test_a_join_without_the_tenant_raises():
+    joined = Memory.objects.filter(tenant_id=TENANT, subject_id="s1", superseded_by__text="x")
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(joined)
+
+
+@heavy_db
+def test_the_session_refuses_an_unscoped_fetch_before_running_it(tenant):
+    with (
+        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="s1") as session,
+        pytest.raises(UnscopedHeavyRead),
+    ):
+        session.fetch(Memory.objects.filter(tenant_id=tenant.id))
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=0)
+def test_over_the_in_flight_cap_recall_is_429(client_for, agent_key):
+    response = client_for(agent_key).post("/api/v1/memory/recall", {"query": "x"}, format="json")
+    assert response.status_code == 429
+    assert response.json() == error(
+        429,
+        "heavy_read_overloaded",
+        "Too many heavy reads are in flight for this tenant; retry shortly",
+        {"in_flight_limit": 0},
+    )
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
+def test_the_cap_counts_reads_in_flight_per_tenant(tenant, other_tenant):
+    from loopmem.errors import HeavyReadOverloaded
+
+    with heavy_read.tenant_gate(tenant.id):
+        with pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+            pass
+        with heavy_read.tenant_gate(other_tenant.id):
+            pass
+    with heavy_read.tenant_gate(tenant.id):  # released on exit
+        pass
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=0)
+def test_the_gate_fails_open_without_redis(tenant, tmp_path, caplog):
+    with override_settings(REDIS_URL=f"unix://{tmp_path}/none.sock"), heavy_read.tenant_gate(tenant.id):
+        pass
+    assert "heavy-read gate failing open" in caplog.text

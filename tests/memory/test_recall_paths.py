@@ -1,0 +1,99 @@
+"""Which read answers a recall, and what meta says about it (DESIGN §5)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+from loopmem import embeddings, heavy_read
+from loopmem.heavy_read import ITERATIVE_SCAN_UNAVAILABLE_REASON
+from loopmem.scope import Scope
+from memory import selectors
+from memory.models import Memory
+from tests.memory.conftest import embed_pending, heavy_db, recall, remember
+
+pytestmark = heavy_db
+
+
+@pytest.fixture
+def agent(client_for, agent_key):
+    return client_for(agent_key)
+
+
+@pytest.fixture
+def twenty(agent):
+    for n in range(20):
+        remember(agent, f"fact {n} about topic {n % 4}")
+    embed_pending()
+
+
+def _ids(body):
+    return [hit["memory"]["id"] for hit in body["data"]]
+
+
+@override_settings(RECALL_EXACT_MAX_ROWS=5)
+def test_a_large_subject_reads_through_hnsw_with_iterative_scan(agent, twenty):
+    body = recall(agent, "topic 1", limit=5)
+    assert body["meta"]["recall_path"] == "ann"
+    assert body["meta"]["ann_iterative_scan"] == "applied"
+    assert "ann_iterative_scan_reason" not in body["meta"]
+    # On a corpus this small HNSW finds the same rows as the exact read.
+    with override_settings(RECALL_EXACT_MAX_ROWS=1000):
+        exact = recall(agent, "topic 1", limit=5)
+    assert exact["meta"]["recall_path"] == "exact"
+    assert _ids(body) == _ids(exact)
+
+
+@override_settings(RECALL_EXACT_MAX_ROWS=5, HNSW_EF_SEARCH=10, HNSW_MAX_SCAN_TUPLES=50)
+def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(agent, tenant, twenty, monkeypatch):
+    # Dilution: 1,000 rows of another subject sit nearer the query than any of ours. HNSW with a 50-tuple
+    # scan budget then finds too few of ours, and the verified fill must notice and read exactly.
+    [near] = embeddings.HashingEmbedder().embed(["fact"])
+    Memory.objects.bulk_create(
+        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=embeddings.pad(near, 1536),
+               embedding_model="hashing:v1", embedding_content_hash="x")
+        for _ in range(1000)
+    )  # fmt: skip
+    configure = heavy_read.ScopedSession.configure
+
+    def index_only(self, options):
+        # On a small table the planner would prefer an exact scan; only the HNSW index may answer here.
+        applied = configure(self, options)
+        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+            for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+                cursor.execute("SELECT set_config(%s, 'off', true)", [knob])
+        return applied
+
+    monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    [query] = embeddings.HashingEmbedder().embed(["fact"])
+    vector = embeddings.pad(query, 1536)
+    short = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=15, path="ann_only")
+    assert len(short.hits) < 15  # the dilution is real: HNSW alone under-fills
+    filled = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=15, path="ann")
+    assert (len(filled.hits), filled.underfilled, filled.recall_path) == (15, False, "exact")
+
+
+def test_the_reference_post_filter_mode_reports_iterative_scan_off(agent, agent_key, tenant, twenty):
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    vector = list(Memory.objects.first().embedding)  # type: ignore[union-attr]
+    result = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=3, path="ann_post_filter")
+    assert (result.recall_path, result.ann_iterative_scan) == ("ann", "off")
+
+
+@override_settings(RECALL_EXACT_MAX_ROWS=5)
+def test_iterative_scan_unavailable_is_reported_and_degrades_the_outcome(agent, twenty, monkeypatch):
+    monkeypatch.setattr("loopmem.heavy_read.pgvector_supports_iterative_scan", lambda: False)
+    meta = recall(agent, "topic", limit=3)["meta"]
+    assert meta["ann_iterative_scan"] == "unavailable"
+    assert meta["ann_iterative_scan_reason"] == ITERATIVE_SCAN_UNAVAILABLE_REASON
+    assert meta["outcome"] == "degraded"
+
+
+@pytest.mark.parametrize(
+    ("k", "with_project", "pool"),
+    [(10, False, 100), (20, False, 100), (20, True, 200), (50, False, 250), (50, True, 500), (100, False, 500)],
+)
+def test_pool_size_follows_the_reference_table(k, with_project, pool):
+    assert selectors.pool_size(k, with_project=with_project) == pool
