@@ -210,7 +210,7 @@ def memory_backfill_embeddings(
     limit: int,
     batch_size: int = 32,
     settled_before: datetime | None = None,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], object] | None = None,
 ) -> BackfillReport:
     """Embed up to `limit` stale memories of the tenant, in provider batches. Stops at the first failing batch."""
     report = BackfillReport()

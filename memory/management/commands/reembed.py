@@ -21,7 +21,7 @@ class Command(OperatorCommand):
         total = stale_embeddings(tenant).count()
         with progress_bar(total=total, desc=f"reembed {tenant.slug}") as bar:
             report = memory_backfill_embeddings(
-                tenant=tenant, limit=total, batch_size=options["batch_size"], on_batch=lambda n: bar.update(n)
+                tenant=tenant, limit=total, batch_size=options["batch_size"], on_batch=bar.update
             )
         summary = {
             "tenant_id": str(tenant.id),
