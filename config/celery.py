@@ -15,4 +15,6 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     # A write whose embedding task was lost (Redis down, worker killed) is embedded within 5 minutes.
     "memory-embedding-sweep": {"task": "memory.tasks.embedding_sweep_task", "schedule": crontab(minute="*/5")},
+    # Expired session turns are invisible at once; hourly is enough to reclaim their space.
+    "session-prune": {"task": "memory.tasks.prune_session_turns_task", "schedule": crontab(minute=17)},
 }

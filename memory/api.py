@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,9 +18,9 @@ from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
 from loopmem.params import lenient_int, truthy
 from loopmem.scope import scope_for
-from memory import selectors, services
+from memory import selectors, services, sessions
 from memory.selectors import RecallResult
-from memory.serializers import MemoryOut, RememberIn
+from memory.serializers import MemoryOut, RememberIn, SessionTurnIn, SessionTurnOut, validate_session_id
 from projects.project_ids import parse_project_id
 
 TIERS = ("long_term", "session")
@@ -41,9 +42,14 @@ class MemoryViewSet(viewsets.ViewSet):
         tier = body.get("tier") or "long_term"
         if tier not in TIERS:
             raise ValidationFailed(details={"tier": [f"must be one of {', '.join(TIERS)}"]})
-        data = RememberIn(data=body)
-        data.is_valid(raise_exception=True)
-        memory = services.memory_remember(scope=scope, **data.validated_data)
+        if tier == "session":
+            turn_in = SessionTurnIn(data=body)
+            turn_in.is_valid(raise_exception=True)
+            turn = sessions.session_append(scope=scope, **turn_in.validated_data)
+            return Response({"data": SessionTurnOut(turn).data}, status=status.HTTP_201_CREATED)
+        memory_in = RememberIn(data=body)
+        memory_in.is_valid(raise_exception=True)
+        memory = services.memory_remember(scope=scope, **memory_in.validated_data)
         return Response({"data": MemoryOut(memory).data}, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -81,6 +87,25 @@ class MemoryViewSet(viewsets.ViewSet):
         else:
             memory_id = services.memory_forget(scope=scope_for(principal), memory_id=pk)
         return Response({"data": {"id": str(memory_id), "deleted": True}})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses={200: SessionTurnOut(many=True)},
+    )
+    @action(detail=False, methods=["get"], url_path=r"sessions/(?P<session_id>[^/]+)")
+    def session(self, request: Request, session_id: str) -> Response:
+        """A session's unexpired turns in insertion order, for an agent resuming it."""
+        try:
+            validate_session_id(session_id)
+        except DRFValidationError as exc:
+            raise ValidationFailed(details={"session_id": list(exc.detail)}) from exc
+        limit, offset = page_params(request.query_params)
+        history = sessions.session_history(
+            scope=scope_for(principal_of(request)), session_id=session_id, limit=limit, offset=offset
+        )
+        meta: dict[str, Any] = {"total_count": history.total_count, "limit": limit, "offset": offset}
+        meta["outcome"] = outcome_for(meta, count=len(history.results), offset=offset)
+        return Response({"data": SessionTurnOut(history.results, many=True).data, "meta": meta})
 
     @extend_schema(request=None, responses={200: None})
     @action(detail=False, methods=["post"])

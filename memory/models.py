@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Func, Q, Value
 from pgvector.django import HnswIndex, VectorField
 
 from loopmem.models import Tenant
@@ -15,6 +16,8 @@ from loopmem.scope import Scope
 from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
+MAX_SESSION_ID_BYTES = 200
+SESSION_SEQ = "session_memories_seq"
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
@@ -111,3 +114,64 @@ class Memory(models.Model):
     @property
     def is_live(self) -> bool:
         return self.superseded_by_id is None
+
+
+class SessionTurnQuerySet(models.QuerySet["SessionTurn"]):
+    def for_scope(self, scope: Scope) -> SessionTurnQuerySet:
+        return self.filter(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+
+    def unexpired(self, now: datetime) -> SessionTurnQuerySet:
+        """Expired turns are never returned by any read, whether or not the prune has run."""
+        return self.filter(expires_at__gt=now)
+
+    def in_order(self) -> SessionTurnQuerySet:
+        return self.order_by("inserted_at", "seq")
+
+
+class SessionTurn(models.Model):
+    """One append-only turn of an agent session: the short-term tier (reference §1.2 `session_memories`)."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+        FACT = "fact"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    subject_id = models.CharField(max_length=200)
+    session_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    expires_at = models.DateTimeField()
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    # A database sequence: totally orders appends that share a microsecond, across processes.
+    seq = models.BigIntegerField(
+        db_default=Func(Value(SESSION_SEQ), function="nextval", output_field=models.BigIntegerField()),
+        editable=False,
+    )
+
+    objects = SessionTurnQuerySet.as_manager()
+
+    class Meta:
+        db_table = "session_memories"
+        constraints = [
+            models.CheckConstraint(
+                name="session_memories_role_valid", condition=Q(role__in=["user", "assistant", "system", "fact"])
+            ),
+        ]
+        indexes = [
+            # History in insertion order, and the promotion sweep's scan of a subject's sessions.
+            models.Index(
+                fields=["tenant", "subject_id", "session_id", "inserted_at", "seq"], name="session_history_idx"
+            ),
+            models.Index(fields=["expires_at"], name="session_expires_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.seq} of session {self.session_id}"
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at <= now

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from memory.models import MAX_TEXT_BYTES, Memory
+from memory.models import MAX_SESSION_ID_BYTES, MAX_TEXT_BYTES, Memory, SessionTurn
 
 
 class StrictFloatField(serializers.FloatField):
@@ -74,3 +77,78 @@ class MemoryOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_tier(self, memory: Memory) -> str:
         return "long_term"
+
+
+class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
+    """null or "" → None (server default); an ISO 8601 datetime (naive means UTC) → aware datetime."""
+
+    default_error_messages = {"invalid": "must be an ISO 8601 datetime, got {value!r}"}
+
+    def to_internal_value(self, data: Any) -> datetime | None:
+        if data is None or data == "":
+            return None
+        parsed = parse_datetime(data) if isinstance(data, str) else None
+        if parsed is None:
+            self.fail("invalid", value=data)
+        assert parsed is not None
+        return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory with tier "session"."""
+
+    session_id = serializers.CharField(trim_whitespace=False)
+    role = serializers.ChoiceField(choices=SessionTurn.Role.choices)
+    content = serializers.CharField(trim_whitespace=False)
+    metadata = serializers.DictField(required=False, allow_null=True)
+    expires_at = ExpiresAtField(required=False, allow_null=True)
+
+    def validate_session_id(self, value: str) -> str:
+        return validate_session_id(value)
+
+    def validate_content(self, value: str) -> str:
+        size = len(value.encode())
+        if size > MAX_TEXT_BYTES:
+            raise serializers.ValidationError(f"exceeds maximum size of {MAX_TEXT_BYTES} bytes (got {size})")
+        return value
+
+    def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any]:
+        return value or {}
+
+
+def validate_session_id(value: str) -> str:
+    """Opaque, non-blank, at most 200 bytes."""
+    if not value.strip():
+        raise serializers.ValidationError("must not be blank")
+    if len(value.encode()) > MAX_SESSION_ID_BYTES:
+        raise serializers.ValidationError(f"too long (max {MAX_SESSION_ID_BYTES} bytes)")
+    return value
+
+
+class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
+    tier = serializers.SerializerMethodField()
+    tenant_id = serializers.UUIDField(read_only=True)
+    project_id = serializers.UUIDField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = SessionTurn
+        fields = [
+            "id",
+            "tier",
+            "tenant_id",
+            "subject_id",
+            "project_id",
+            "session_id",
+            "role",
+            "content",
+            "metadata",
+            "expires_at",
+            "seq",
+            "inserted_at",
+        ]
+
+    def get_tier(self, turn: SessionTurn) -> str:
+        return "session"

@@ -8,7 +8,7 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from loopmem.embeddings import EmbeddingFailure, is_transient
-from memory import services
+from memory import services, sessions
 
 logger = logging.getLogger(__name__)
 
@@ -38,3 +38,9 @@ def embedding_sweep_task() -> dict[str, object]:
         "tenants": report.tenants,
         "failures": report.failures,
     }
+
+
+@shared_task(base=DjangoTask)
+def prune_session_turns_task() -> int:
+    """Hourly: delete expired session turns (reads already hide them; this reclaims the space)."""
+    return sessions.session_prune()

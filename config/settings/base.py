@@ -157,6 +157,11 @@ if LLM_PROVIDER not in LLM_PROVIDERS:
 # --- Memory knobs ----------------------------------------------------------------------------------------
 MEMORY_QUOTA = env_int("LOOPMEM_MEMORY_QUOTA", 10_000)
 PROMOTION_BUDGET_PER_HOUR = env_int("LOOPMEM_PROMOTION_BUDGET_PER_HOUR", 200)
+# Session tier. Invariant (a system check refuses to start otherwise):
+# promotion sweep interval < promotion sweep window < session TTL, so every turn is seen by a sweep before it expires.
+SESSION_TTL_SECONDS = env_int("LOOPMEM_SESSION_TTL_SECONDS", 7200)
+PROMOTION_SWEEP_WINDOW_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_WINDOW_SECONDS", 5400)
+PROMOTION_SWEEP_INTERVAL_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_INTERVAL_SECONDS", 3600)
 
 # --- `manage.py serve` (the README run command) ------------------------------------------------------
 SERVE_HOST = env_str("HOST", "127.0.0.1")

@@ -3,8 +3,9 @@ from typing import Any
 
 from loopmem.management.operator import OperatorCommand
 from memory.services import memory_embedding_sweep
+from memory.sessions import session_prune
 
-SWEEPS = ("embedding",)
+SWEEPS = ("embedding", "prune")
 
 
 class Command(OperatorCommand):
@@ -14,6 +15,9 @@ class Command(OperatorCommand):
         parser.add_argument("sweep", choices=SWEEPS)
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
+        if options["sweep"] == "prune":
+            deleted = session_prune()
+            return {"sweep": "prune", "deleted": deleted}, f"session prune: {deleted} expired turn(s) deleted"
         report = memory_embedding_sweep()
         summary = {
             "sweep": "embedding",
