@@ -260,5 +260,5 @@ def test_the_system_check_refuses_a_broken_ttl_invariant(interval, window, ttl, 
         assert (errors == []) is ok
         if not ok:
             assert errors[0].id == "memory.E001"
-            with pytest.raises(SystemCheckError, match="memory.E001"):
+            with pytest.raises(SystemCheckError, match=r"memory\.E001"):
                 call_command("check")
