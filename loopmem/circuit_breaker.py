@@ -44,7 +44,11 @@ class Breaker:
     def record_failure(self) -> None:
         try:
             cache.add(self._failures, 0, FAILURE_WINDOW_SECONDS)
-            failures = cache.incr(self._failures)
+            try:
+                failures = cache.incr(self._failures)
+            except ValueError:  # the window expired between add and incr: this failure starts a new one
+                cache.set(self._failures, 1, FAILURE_WINDOW_SECONDS)
+                failures = 1
             if failures >= FAILURE_THRESHOLD:
                 cache.set(self._open_until, time.time() + OPEN_SECONDS, OPEN_SECONDS)
                 cache.delete(self._failures)

@@ -259,11 +259,14 @@ def spec_for(tenant: Tenant) -> EmbedderSpec:
     provider = tenant.embedding_provider or settings.EMBEDDING_PROVIDER
     uses_default_provider = not tenant.embedding_provider
     model = tenant.embedding_model or (settings.EMBEDDING_MODEL if uses_default_provider else "")
+    # The deployment's key goes only to the deployment's endpoint: a tenant that points at its own server
+    # (or another provider) must bring its own key, or it would receive ours.
+    uses_default_endpoint = uses_default_provider and not tenant.embedding_base_url
     return EmbedderSpec(
         provider=provider,
         model=model or DEFAULT_MODELS.get(provider, ""),
         base_url=tenant.embedding_base_url or (settings.EMBEDDING_BASE_URL if uses_default_provider else ""),
-        api_key=tenant.embedding_api_key or settings.EMBEDDING_API_KEY,
+        api_key=tenant.embedding_api_key or (settings.EMBEDDING_API_KEY if uses_default_endpoint else ""),
     )
 
 
