@@ -17,4 +17,8 @@ app.conf.beat_schedule = {
     "memory-embedding-sweep": {"task": "memory.tasks.embedding_sweep_task", "schedule": crontab(minute="*/5")},
     # Expired session turns are invisible at once; hourly is enough to reclaim their space.
     "session-prune": {"task": "memory.tasks.prune_session_turns_task", "schedule": crontab(minute=17)},
+    # Hourly (< the 90 min sweep window < the 2 h TTL): every session is compiled before its turns expire.
+    "promotion-sweep": {"task": "memory.tasks.promotion_sweep_task", "schedule": crontab(minute=7)},
+    # Daily, quiet hours: promotion-quality figures per tenant LLM (calibration, never a gate).
+    "promotion-eval": {"task": "memory.tasks.promotion_eval_task", "schedule": crontab(hour=4, minute=45)},
 }

@@ -130,6 +130,23 @@ class HeavyReadOverloaded(DomainError):
     )
 
 
+class MissingSessionId(DomainError):
+    status, code, default_message = (
+        422,
+        "missing_session_id",
+        "A non-blank `session_id` is required to promote a session.",
+    )
+
+
+class PromotionBudgetExceeded(DomainError):
+    status, code, default_message = (
+        429,
+        "promotion_budget_exceeded",
+        "The tenant's per-hour memory-promotion budget has been reached. The session was not enqueued and no LLM "
+        "call was made; retry later.",
+    )
+
+
 class RateLimited(DomainError):
     """Too many requests; `retry_after` seconds until the window resets."""
 
@@ -154,3 +171,28 @@ class NotReady(DomainError):
 
 class ServerError(DomainError):
     status, code, default_message = 500, "server_error", "Internal server error"
+
+
+# --- Knowledge (articles, search, novelty gate) ------------------------------------------------------------
+
+
+class DuplicateTitle(DomainError):
+    """An active (draft or published) article of the tenant already has this title.
+
+    `details.article_id` names it when the caller may see it; the title namespace is tenant-wide, so a
+    hidden article's title is taken too, but its id is not revealed.
+    """
+
+    status, code, default_message = 409, "duplicate_title", "An active article with this title already exists"
+
+
+class GateUnavailable(DomainError):
+    status, code, default_message = (
+        503,
+        "gate_unavailable",
+        "The novelty gate could not assess the proposal (embedding unavailable); nothing was written. Retry later.",
+    )
+
+
+class EmbeddingUnavailable(DomainError):
+    status, code, default_message = 503, "embedding_unavailable", "Embedding service unavailable"

@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from loopmem.auth import principal_of
-from loopmem.errors import InvalidQuery, ValidationFailed
+from loopmem.errors import InvalidQuery, MissingSessionId, ValidationFailed
 from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
 from loopmem.params import lenient_int, truthy
 from loopmem.scope import scope_for
-from memory import selectors, services, sessions
+from memory import promotion, selectors, services, sessions
 from memory.selectors import RecallResult
 from memory.serializers import MemoryOut, RememberIn, SessionTurnIn, SessionTurnOut, validate_session_id
 from projects.project_ids import parse_project_id
@@ -106,6 +106,16 @@ class MemoryViewSet(viewsets.ViewSet):
         meta: dict[str, Any] = {"total_count": history.total_count, "limit": limit, "offset": offset}
         meta["outcome"] = outcome_for(meta, count=len(history.results), offset=offset)
         return Response({"data": SessionTurnOut(history.results, many=True).data, "meta": meta})
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=False, methods=["post"])
+    def promote(self, request: Request) -> Response:
+        """Compile a session into long-term memories, asynchronously. No job id: it would leak a global counter."""
+        session_id = _body(request).get("session_id")
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise MissingSessionId()
+        promotion.promotion_request(scope=scope_for(principal_of(request)), session_id=session_id)
+        return Response({"data": {"session_id": session_id, "status": "enqueued"}}, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={200: None})
     @action(detail=False, methods=["post"])

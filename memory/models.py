@@ -175,3 +175,111 @@ class SessionTurn(models.Model):
 
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at <= now
+
+
+class SessionPromotion(models.Model):
+    """The promotion watermark of one session (reference §1.3): what was last compiled, so unchanged is skipped."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    subject_id = models.CharField(max_length=200)
+    session_id = models.CharField(max_length=200)
+    session_content_hash = models.CharField(max_length=64)
+    last_turn_inserted_at = models.DateTimeField(null=True, blank=True)
+    last_turn_seq = models.BigIntegerField(null=True, blank=True)
+    promoted_at = models.DateTimeField()
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "session_promotions"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "subject_id", "session_id"], name="session_promotions_scope_session_uniq"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "promoted_at"], name="session_promotions_budget_idx")]
+
+    def __str__(self) -> str:
+        return f"watermark of session {self.session_id}"
+
+
+class PromotionJob(models.Model):
+    """The in-flight ledger of promotion (Celery has no unique jobs): one pending/running job per session.
+
+    Its partial unique index makes an explicit trigger racing the sweep enqueue once, and the budget counts
+    the jobs still in flight so a burst cannot overshoot it.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        DISCARDED = "discarded"
+
+    IN_FLIGHT = (State.PENDING, State.RUNNING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    subject_id = models.CharField(max_length=200)
+    session_id = models.CharField(max_length=200)
+    trigger = models.CharField(max_length=16)  # "explicit" | "sweep"
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=64, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "promotion_jobs"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "subject_id", "session_id"],
+                condition=Q(state__in=["pending", "running"]),
+                name="promotion_jobs_one_in_flight",
+            ),
+            models.CheckConstraint(
+                name="promotion_jobs_state_valid",
+                condition=Q(state__in=["pending", "running", "done", "failed", "discarded"]),
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "state"], name="promotion_jobs_state_idx"),
+            models.Index(fields=["state", "updated_at"], name="promotion_jobs_rescue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"promotion of session {self.session_id} ({self.state})"
+
+
+class PromotionEvalSnapshot(models.Model):
+    """A day's promotion-quality figures for a tenant (reference §1.4); observability, never a gate."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    dataset_version = models.CharField(max_length=32)
+    compiler = models.CharField(max_length=32, default="tenant")
+    session_count = models.IntegerField(default=0)
+    true_positives = models.IntegerField(default=0)
+    false_positives = models.IntegerField(default=0)
+    false_negatives = models.IntegerField(default=0)
+    precision = models.FloatField(null=True, blank=True)
+    recall = models.FloatField(null=True, blank=True)
+    computed_at = models.DateTimeField()
+    inserted_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "promotion_eval_snapshots"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "dataset_version", "compiler", "day"], name="promotion_eval_snapshot_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"promotion eval {self.dataset_version} {self.day}"

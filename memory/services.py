@@ -58,7 +58,7 @@ def memory_remember(
     ):
         raise InvalidProjectId()
     with transaction.atomic():
-        _lock_subject_quota(scope)
+        lock_subject_quota(scope)
         if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
             raise QuotaExceeded(details={"quota": settings.MEMORY_QUOTA})
         memory = Memory.objects.create(
@@ -78,7 +78,8 @@ def memory_remember(
     return memory
 
 
-def _lock_subject_quota(scope: Scope) -> None:
+def lock_subject_quota(scope: Scope) -> None:
+    """Serialise the quota check of one (tenant, subject) until the transaction ends."""
     digest = hashlib.sha256(f"{scope.tenant_id}:{scope.subject_id}".encode()).digest()
     subject_key = int.from_bytes(digest[:4], "big", signed=True)
     with connection.cursor() as cursor:

@@ -94,7 +94,7 @@ def session_prune(*, now: datetime | None = None, batch_size: int = PRUNE_BATCH_
                 "(SELECT id FROM session_memories WHERE expires_at < %s LIMIT %s)",
                 [cutoff, batch_size],
             )
-            batch = cursor.rowcount
+            batch: int = cursor.rowcount
         deleted += batch
         if batch < batch_size:
             return deleted

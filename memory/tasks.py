@@ -8,7 +8,7 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from loopmem.embeddings import EmbeddingFailure, is_transient
-from memory import services, sessions
+from memory import promotion, services, sessions
 
 logger = logging.getLogger(__name__)
 
@@ -44,3 +44,42 @@ def embedding_sweep_task() -> dict[str, object]:
 def prune_session_turns_task() -> int:
     """Hourly: delete expired session turns (reads already hide them; this reclaims the space)."""
     return sessions.session_prune()
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=None, acks_late=True)
+def promote_session_task(self: DjangoTask, job_id: str) -> str:
+    """Promote one session (its PromotionJob holds the state; retries are bounded there, not here)."""
+    outcome = promotion.promotion_run(job_id=job_id)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return outcome.outcome
+
+
+@shared_task(base=DjangoTask)
+def promotion_sweep_task() -> dict[str, int]:
+    """Hourly: enqueue promotion for sessions with new turns since their watermark."""
+    report = promotion.promotion_sweep()
+    return {
+        "sessions": report.sessions,
+        "enqueued": report.enqueued,
+        "already_in_flight": report.already_in_flight,
+        "over_budget": report.over_budget,
+        "rescued": report.rescued,
+    }
+
+
+@shared_task(base=DjangoTask)
+def promotion_eval_task() -> int:
+    """Daily: score each tenant's own LLM compiler on the shipped dataset (observability only)."""
+    from loopmem import llm
+    from loopmem.models import Tenant
+    from memory.promotion_eval import promotion_eval
+
+    scored = 0
+    for tenant in Tenant.objects.all():
+        spec = llm.llm_spec_for(tenant)
+        if spec.provider == "extractive" or not spec.api_key:
+            continue  # nothing to calibrate without a usable LLM
+        promotion_eval(tenant=tenant)
+        scored += 1
+    return scored

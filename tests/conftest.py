@@ -13,6 +13,8 @@ from loopmem.models import ApiKey, Tenant
 from loopmem.services import IssuedKey, api_key_create
 from tests.factories import TenantFactory
 
+pytest_plugins = ["tests.fake_llm"]
+
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limit_counters() -> None:

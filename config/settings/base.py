@@ -162,6 +162,12 @@ PROMOTION_BUDGET_PER_HOUR = env_int("LOOPMEM_PROMOTION_BUDGET_PER_HOUR", 200)
 SESSION_TTL_SECONDS = env_int("LOOPMEM_SESSION_TTL_SECONDS", 7200)
 PROMOTION_SWEEP_WINDOW_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_WINDOW_SECONDS", 5400)
 PROMOTION_SWEEP_INTERVAL_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_INTERVAL_SECONDS", 3600)
+# Promotion (reference §3.4).
+PROMOTION_CONFIDENCE_THRESHOLD = env_float("LOOPMEM_PROMOTION_CONFIDENCE_THRESHOLD", 0.5)
+PROMOTION_MAX_CANDIDATES = env_int("LOOPMEM_PROMOTION_MAX_CANDIDATES", 5)
+PROMOTION_NEAR_DUP_THRESHOLD = env_float("LOOPMEM_PROMOTION_NEAR_DUP_THRESHOLD", 0.92)
+PROMOTION_SWEEP_MAX_PER_TICK = env_int("LOOPMEM_PROMOTION_SWEEP_MAX_PER_TICK", 100)
+PROMOTION_SWEEP_SCAN_LIMIT = env_int("LOOPMEM_PROMOTION_SWEEP_SCAN_LIMIT", 2000)
 
 # --- `manage.py serve` (the README run command) ------------------------------------------------------
 SERVE_HOST = env_str("HOST", "127.0.0.1")
@@ -177,6 +183,21 @@ HNSW_MAX_SCAN_TUPLES = env_int("LOOPMEM_HNSW_MAX_SCAN_TUPLES", 20_000)
 # A subject with at most this many live embedded rows is recalled by an exact, btree-scoped scan
 # (complete by construction); above it, HNSW with the subject inside an iterative scan, verified filled.
 RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 3_000)
+
+# --- Knowledge (articles, search, novelty gate, retrieval metrics) --------------------------------------
+# Novelty gate (reference §3.5, §4.10): similarity to the nearest visible active article, 1 - cosine distance.
+KNOWLEDGE_PROPOSAL_DUPLICATE_THRESHOLD = env_float("LOOPMEM_KNOWLEDGE_PROPOSAL_DUPLICATE_THRESHOLD", 0.97)
+KNOWLEDGE_PROPOSAL_OVERLAP_THRESHOLD = env_float("LOOPMEM_KNOWLEDGE_PROPOSAL_OVERLAP_THRESHOLD", 0.88)
+KNOWLEDGE_PROPOSAL_NEIGHBORS = env_int("LOOPMEM_KNOWLEDGE_PROPOSAL_NEIGHBORS", 5)
+# Search: each lane ranks this many candidates (at least offset + limit, at most the max) before fusion.
+KNOWLEDGE_SEARCH_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_POOL", 50)
+KNOWLEDGE_SEARCH_MAX_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_MAX_POOL", 500)
+KNOWLEDGE_RRF_K = env_int("LOOPMEM_KNOWLEDGE_RRF_K", 60)
+# A caller seeing at most this many embedded candidates is searched by an exact scan (complete by
+# construction); above it, HNSW with every filter inside an iterative scan, verified filled.
+KNOWLEDGE_SEARCH_EXACT_MAX_ROWS = env_int("LOOPMEM_KNOWLEDGE_SEARCH_EXACT_MAX_ROWS", 3_000)
+# Retrieval metrics (reference §4.17): a get within this window after a search row counts as followed through.
+KNOWLEDGE_METRICS_WINDOW_SECONDS = env_int("LOOPMEM_KNOWLEDGE_METRICS_WINDOW_SECONDS", 1800)
 
 # --- Misc ------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -1,11 +1,13 @@
 from argparse import ArgumentParser
+from dataclasses import asdict
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
+from memory.promotion import promotion_sweep
 from memory.services import memory_embedding_sweep
 from memory.sessions import session_prune
 
-SWEEPS = ("embedding", "prune")
+SWEEPS = ("embedding", "prune", "promotion")
 
 
 class Command(OperatorCommand):
@@ -15,6 +17,14 @@ class Command(OperatorCommand):
         parser.add_argument("sweep", choices=SWEEPS)
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
+        if options["sweep"] == "promotion":
+            swept = promotion_sweep()
+            summary = {"sweep": "promotion", **asdict(swept)}
+            return summary, (
+                f"promotion sweep: {swept.enqueued} enqueued of {swept.sessions} candidate session(s); "
+                f"{swept.already_in_flight} already in flight, {swept.over_budget} over budget, "
+                f"{swept.rescued} stale job(s) re-enqueued"
+            )
         if options["sweep"] == "prune":
             deleted = session_prune()
             return {"sweep": "prune", "deleted": deleted}, f"session prune: {deleted} expired turn(s) deleted"

@@ -1,0 +1,109 @@
+"""The chat LLM behind promotion: one call, `complete_json(system, user) -> str`, with typed failures.
+
+Only the `openai` provider is an LLM (the real SDK; any OpenAI-compatible `base_url`; per-tenant key).
+The deployment default `extractive` needs no LLM at all: see memory.promoter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from django.conf import settings
+
+from loopmem.models import Tenant
+
+LLM_TIMEOUT_SECONDS = 25.0
+LLM_MAX_TOKENS = 4000
+DEFAULT_MODELS = {"openai": "gpt-4o-mini"}
+
+
+class LLMFailure(Exception):
+    """The LLM could not answer; `reason` is a stable tag for logs and job records."""
+
+    reason: ClassVar[str] = "llm_error"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message or self.reason)
+        self.retry_after = retry_after
+
+
+class NoLLMKey(LLMFailure):
+    reason = "no_llm_key"
+
+
+class LLMTimeout(LLMFailure):
+    reason = "llm_timeout"
+
+
+class LLMRequestFailed(LLMFailure):
+    reason = "llm_request_failed"
+
+
+class LLMRateLimited(LLMFailure):
+    """The provider asked us to slow down: wait, do not count it as a failed attempt."""
+
+    reason = "llm_rate_limited"
+
+
+class LLMProviderError(LLMFailure):
+    def __init__(self, status: int, message: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def tag(self) -> str:
+        return f"llm_provider_error_{self.status}"
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """Which provider and model a tenant compiles with (its overrides over the deployment defaults)."""
+
+    provider: str
+    model: str = ""
+    base_url: str = ""
+    api_key: str = ""
+
+
+def llm_spec_for(tenant: Tenant) -> LLMSpec:
+    provider = tenant.llm_provider or settings.LLM_PROVIDER
+    uses_default_provider = not tenant.llm_provider
+    model = tenant.llm_model or (settings.LLM_MODEL if uses_default_provider else "")
+    # As for embeddings: the deployment's key is sent only to the deployment's endpoint.
+    uses_default_endpoint = uses_default_provider and not tenant.llm_base_url
+    return LLMSpec(
+        provider=provider,
+        model=model or DEFAULT_MODELS.get(provider, ""),
+        base_url=tenant.llm_base_url or (settings.LLM_BASE_URL if uses_default_provider else ""),
+        api_key=tenant.llm_api_key or (settings.LLM_API_KEY if uses_default_endpoint else ""),
+    )
+
+
+def complete_json(spec: LLMSpec, *, system: str, user: str) -> str:
+    """One chat completion at temperature 0; returns the raw text (the caller parses, fail-closed)."""
+    import openai
+
+    if not spec.api_key:
+        raise NoLLMKey("no LLM API key is configured for this tenant or deployment")
+    client = openai.OpenAI(
+        api_key=spec.api_key, base_url=spec.base_url or None, timeout=LLM_TIMEOUT_SECONDS, max_retries=1
+    )
+    try:
+        response = client.chat.completions.create(
+            model=spec.model,
+            temperature=0,
+            max_tokens=LLM_MAX_TOKENS,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        )
+    except openai.APITimeoutError as exc:
+        raise LLMTimeout(str(exc)) from exc
+    except openai.APIConnectionError as exc:
+        raise LLMRequestFailed(str(exc)) from exc
+    except openai.RateLimitError as exc:
+        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        raise LLMRateLimited(str(exc), retry_after=float(retry_after) if retry_after else None) from exc
+    except openai.APIStatusError as exc:
+        raise LLMProviderError(exc.status_code, str(exc)) from exc
+    choice = response.choices[0] if response.choices else None
+    return (choice.message.content or "") if choice is not None else ""

@@ -1,0 +1,406 @@
+"""Promotion: a session's turns become durable long-term memories, unattended (reference §4.12, DESIGN §7).
+
+Trigger (explicit or sweep) → budget reservation + in-flight job → worker: fingerprint vs watermark → compile →
+confidence gate → cross-link check → persist (exact dedupe, synchronous embedding, near-duplicate supersede of
+promoted rows only, quota) → watermark. Every stage logs a structured `memory_promotion.<stage>` event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from loopmem import embeddings
+from loopmem.errors import HeavyReadOverloaded, PromotionBudgetExceeded
+from loopmem.models import Tenant
+from loopmem.queue import enqueue_on_commit
+from loopmem.scope import Scope
+from memory import promoter
+from memory.models import Memory, PromotionJob, SessionPromotion
+from memory.promoter import EVAL_SUBJECT_ID, Candidate, CompileFailed, Compiler, Fingerprint
+from memory.selectors import recall_by_vector
+from memory.services import lock_subject_quota, memory_supersede
+
+logger = logging.getLogger("loopmem.promotion")
+
+_BUDGET_LOCK_CLASS = zlib.crc32(b"loopmem_memory_promotion_budget") - 2**31
+DEGRADED_SNOOZE_SECONDS = 300
+MAX_SNOOZES = 12  # an hour of degraded embeddings, then the job fails visibly
+MAX_COMPILE_ATTEMPTS = 2
+NEAR_DUP_POOL = 10
+STALE_PENDING = timedelta(minutes=10)
+STALE_RUNNING = timedelta(minutes=30)
+
+
+def emit(event: str, /, *, tenant_id: object, **fields: Any) -> None:
+    """One structured log line per pipeline stage: `memory_promotion.<event> {json}`."""
+    payload = {"event": f"memory_promotion.{event}", "tenant_id": str(tenant_id), **fields}
+    logger.info("memory_promotion.%s %s", event, json.dumps(payload, default=str), extra={"promotion": payload})
+
+
+# --- Budget and the in-flight ledger ------------------------------------------------------------------------
+
+
+def compiles_this_hour(tenant_id: uuid.UUID) -> int:
+    since = timezone.now() - timedelta(hours=1)
+    return SessionPromotion.objects.filter(tenant_id=tenant_id, promoted_at__gte=since).count()
+
+
+def promotion_reserve(
+    *, tenant_id: uuid.UUID, subject_id: str, session_id: str, trigger: str
+) -> tuple[PromotionJob, bool]:
+    """Reserve one compile of the tenant's hourly budget and record the in-flight job; enqueue it on commit.
+
+    Returns (job, created). A session already in flight returns its job (created False) and spends nothing.
+    Under a per-tenant advisory lock the budget counts the last hour's watermarks plus in-flight jobs, so
+    concurrent triggers cannot overshoot it. Over budget → PromotionBudgetExceeded, before any LLM call.
+    """
+    from memory.tasks import promote_session_task  # tasks import this module
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_BUDGET_LOCK_CLASS, _tenant_lock_key(tenant_id)])
+        in_flight = PromotionJob.objects.filter(tenant_id=tenant_id, state__in=PromotionJob.IN_FLIGHT)
+        existing = in_flight.filter(subject_id=subject_id, session_id=session_id).first()
+        if existing is not None:
+            return existing, False
+        used = compiles_this_hour(tenant_id) + in_flight.count()
+        if used >= settings.PROMOTION_BUDGET_PER_HOUR:
+            emit("budget_exceeded", tenant_id=tenant_id, count=1, trigger=trigger)
+            raise PromotionBudgetExceeded(details={"budget_per_hour": settings.PROMOTION_BUDGET_PER_HOUR})
+        try:
+            with transaction.atomic():
+                job = PromotionJob.objects.create(
+                    tenant_id=tenant_id, subject_id=subject_id, session_id=session_id, trigger=trigger
+                )
+        except IntegrityError:  # another tenant lock holder cannot exist; this is belt and braces
+            return in_flight.get(subject_id=subject_id, session_id=session_id), False
+        enqueue_on_commit(promote_session_task, str(job.id))
+    return job, True
+
+
+def _tenant_lock_key(tenant_id: uuid.UUID) -> int:
+    return int.from_bytes(tenant_id.bytes[:4], "big", signed=True)
+
+
+def promotion_request(*, scope: Scope, session_id: str) -> PromotionJob:
+    """The explicit trigger. Another subject's session id is a scoped no-op: the worker reads only ours."""
+    job, _ = promotion_reserve(
+        tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, trigger="explicit"
+    )
+    return job
+
+
+# --- The worker -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PersistSummary:
+    promoted: int = 0
+    superseded: int = 0
+    deduped: int = 0
+    memory_ids: list[str] = field(default_factory=list)
+
+
+class EmbeddingsDegraded(Exception):
+    """Persisting needs embeddings (dedupe by meaning) that cannot be had right now: try the run later."""
+
+
+class PromotionQuotaExceeded(Exception):
+    def __init__(self, summary: PersistSummary) -> None:
+        super().__init__("quota_exceeded")
+        self.summary = summary
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the task should do next: finished (`retry_in` None) or run again in `retry_in` seconds."""
+
+    outcome: str
+    retry_in: float | None = None
+
+
+def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcome:
+    """Run one in-flight job (reference §4.12 perform). Idempotent: a finished or unknown job is a no-op."""
+    with transaction.atomic():
+        job = (
+            PromotionJob.objects.select_for_update()
+            .select_related("tenant")
+            .filter(id=job_id, state__in=PromotionJob.IN_FLIGHT)
+            .first()
+        )
+        if job is None:
+            return RunOutcome("gone")
+        job.state, job.attempts = PromotionJob.State.RUNNING, job.attempts + 1
+        job.save(update_fields=["state", "attempts", "updated_at"])
+    tenant = job.tenant
+    scope = Scope(tenant_id=tenant.id, subject_id=job.subject_id)
+    if job.subject_id == EVAL_SUBJECT_ID:
+        return _finish(job, "skipped_eval")
+    turns = promoter.load_turns(scope=scope, session_id=job.session_id)
+    fingerprint = promoter.session_fingerprint(turns)
+    if fingerprint.turn_count <= 1:
+        # No watermark and no budget: junk sessions cannot starve the tenant.
+        return _finish(job, "skipped_too_short", skipped=True)
+    watermark = SessionPromotion.objects.filter(
+        tenant=tenant, subject_id=job.subject_id, session_id=job.session_id
+    ).first()
+    if watermark is not None and watermark.session_content_hash == fingerprint.content_hash:
+        return _finish(job, "skipped_unchanged", skipped=True)
+    if compiles_this_hour(tenant.id) >= settings.PROMOTION_BUDGET_PER_HOUR:
+        emit("budget_exceeded", tenant_id=tenant.id, count=1, stage="worker")
+        return _finish(job, "budget_exceeded", state=PromotionJob.State.DISCARDED)
+
+    compiler = compiler or promoter.compiler_for(tenant)
+    try:
+        compiled = compiler.compile(turns)
+    except CompileFailed as failure:
+        if failure.rate_limited:
+            return _again(job, "llm_rate_limited", failure.retry_after or 60, count_attempt=False)
+        emit("failed", tenant_id=tenant.id, count=1, stage="compile", reason=failure.reason, session_id=job.session_id)
+        if job.attempts >= MAX_COMPILE_ATTEMPTS:
+            return _finish(job, f"compile_failed:{failure.reason}", state=PromotionJob.State.FAILED)
+        return _again(job, f"compile_retry:{failure.reason}", 30 * job.attempts)
+    survivors = promoter.visible_cross_links(scope, promoter.gate(compiled))
+    emit("compiled", tenant_id=tenant.id, candidates=len(compiled), session_id=job.session_id)
+    if len(compiled) > len(survivors):
+        emit("gated_out", tenant_id=tenant.id, count=len(compiled) - len(survivors))
+
+    try:
+        summary = promotion_persist(scope=scope, session_id=job.session_id, candidates=survivors)
+    except EmbeddingsDegraded as degraded:
+        emit("degraded", tenant_id=tenant.id, reason=str(degraded), session_id=job.session_id)
+        snoozes = int(job.detail.get("snoozes", 0)) + 1
+        if snoozes > MAX_SNOOZES:
+            return _finish(job, "degraded_too_long", state=PromotionJob.State.FAILED)
+        job.detail = {**job.detail, "snoozes": snoozes}
+        return _again(job, f"degraded:{degraded}", DEGRADED_SNOOZE_SECONDS, count_attempt=False)
+    except PromotionQuotaExceeded as quota:
+        done = quota.summary
+        dropped = len(survivors) - (done.promoted + done.superseded + done.deduped)
+        _advance_watermark(scope, job.session_id, fingerprint)
+        emit("quota_exceeded", tenant_id=tenant.id, count=1, dropped=dropped, session_id=job.session_id)
+        return _finish(job, "quota_exceeded", state=PromotionJob.State.DISCARDED, dropped=dropped, **asdict(done))
+    _advance_watermark(scope, job.session_id, fingerprint)
+    emit("promoted", tenant_id=tenant.id, count=summary.promoted, session_id=job.session_id)
+    if summary.superseded:
+        emit("superseded", tenant_id=tenant.id, count=summary.superseded)
+    return _finish(job, "promoted", candidates=len(compiled), survivors=len(survivors), **asdict(summary))
+
+
+def _finish(
+    job: PromotionJob, outcome: str, *, state: str = PromotionJob.State.DONE, skipped: bool = False, **detail: Any
+) -> RunOutcome:
+    if skipped:
+        emit("skipped", tenant_id=job.tenant_id, reason=outcome, session_id=job.session_id)
+    job.state, job.outcome, job.finished_at = state, outcome, timezone.now()
+    job.detail = {**job.detail, **detail}
+    job.save(update_fields=["state", "outcome", "finished_at", "detail", "updated_at"])
+    return RunOutcome(outcome)
+
+
+def _again(job: PromotionJob, outcome: str, seconds: float, *, count_attempt: bool = True) -> RunOutcome:
+    """Back to pending (still in flight, still holding its budget) to run again in `seconds`."""
+    job.state, job.outcome = PromotionJob.State.PENDING, outcome
+    if not count_attempt:
+        job.attempts -= 1
+    job.save(update_fields=["state", "outcome", "attempts", "detail", "updated_at"])
+    return RunOutcome(outcome, retry_in=seconds)
+
+
+def _advance_watermark(scope: Scope, session_id: str, fingerprint: Fingerprint) -> None:
+    SessionPromotion.objects.update_or_create(
+        tenant_id=scope.tenant_id,
+        subject_id=scope.subject_id,
+        session_id=session_id,
+        defaults={
+            "session_content_hash": fingerprint.content_hash,
+            "last_turn_inserted_at": fingerprint.last_turn_inserted_at,
+            "last_turn_seq": fingerprint.last_turn_seq,
+            "promoted_at": timezone.now(),
+        },
+    )
+
+
+# --- Persist ------------------------------------------------------------------------------------------------
+
+
+def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candidate]) -> PersistSummary:
+    """Write survivors as `promoted` memories (reference §4.12 persist_promotion); the eval subject writes nothing."""
+    summary = PersistSummary()
+    if scope.subject_id == EVAL_SUBJECT_ID:
+        return summary
+    tenant = Tenant.objects.get(id=scope.tenant_id)
+    for candidate in candidates:
+        content_hash = embeddings.content_hash(candidate.text)
+        if _promoted_exists(scope, content_hash):
+            summary.deduped += 1
+            continue
+        try:
+            # Synchronous: no async gap in which a paraphrase could slip past the near-duplicate check.
+            [vector], model_id = embeddings.embed_texts(tenant, [candidate.text])
+        except embeddings.EmbeddingFailure as failure:
+            raise EmbeddingsDegraded(failure.tag) from failure
+        truncated = len(candidate.text) > embeddings.EMBEDDING_MAX_CHARS
+        near = None if truncated else _near_duplicate(scope, vector, model_id)
+        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary)
+    return summary
+
+
+def _promoted_exists(scope: Scope, content_hash: str) -> bool:
+    return (
+        Memory.objects.for_scope(scope)
+        .filter(source=Memory.Source.PROMOTED, embedding_content_hash=content_hash)
+        .exists()
+    )
+
+
+def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory | None:
+    """The nearest live promoted memory at ≥ the near-dup threshold; an explicit memory is never a target."""
+    global_scope = Scope(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+    try:
+        result = recall_by_vector(scope=global_scope, vector=vector, model_id=model_id, k=NEAR_DUP_POOL)
+    except HeavyReadOverloaded as exc:
+        raise EmbeddingsDegraded("heavy_read_overloaded") from exc
+    for hit in result.hits:
+        memory = hit.memory
+        if (
+            hit.score is not None
+            and hit.score >= settings.PROMOTION_NEAR_DUP_THRESHOLD
+            and memory.source == Memory.Source.PROMOTED
+            and len(memory.text) <= embeddings.EMBEDDING_MAX_CHARS
+        ):
+            return memory
+    return None
+
+
+def _insert_promoted(
+    scope: Scope,
+    session_id: str,
+    candidate: Candidate,
+    content_hash: str,
+    vector: list[float],
+    model_id: str,
+    near: Memory | None,
+    summary: PersistSummary,
+) -> None:
+    with transaction.atomic():
+        lock_subject_quota(scope)
+        if _promoted_exists(scope, content_hash):
+            summary.deduped += 1
+            return
+        if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
+            raise PromotionQuotaExceeded(summary)
+        memory = Memory(
+            id=uuid.uuid4(),
+            tenant_id=scope.tenant_id,
+            subject_id=scope.subject_id,
+            text=candidate.text,
+            confidence=candidate.confidence,
+            source=Memory.Source.PROMOTED,
+            source_session_id=session_id,
+            tags=list(candidate.tags),
+            metadata={"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)},
+            embedding=vector,
+            embedding_model=model_id,
+            embedding_content_hash=content_hash,
+        )
+        # The partial unique index (tenant, subject, hash) WHERE promoted is the last word on exact duplicates.
+        Memory.objects.bulk_create([memory], ignore_conflicts=True)
+        if not Memory.objects.filter(id=memory.id).exists():
+            summary.deduped += 1
+            return
+        summary.memory_ids.append(str(memory.id))
+        if near is not None and Memory.objects.filter(id=near.id, superseded_by__isnull=True).exists():
+            memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id))
+            summary.superseded += 1
+        else:
+            summary.promoted += 1
+
+
+# --- The sweep ----------------------------------------------------------------------------------------------
+
+_SWEEP_CANDIDATES = """
+SELECT s.tenant_id, s.subject_id, s.session_id
+FROM session_memories s
+LEFT JOIN session_promotions w
+       ON w.tenant_id = s.tenant_id AND w.subject_id = s.subject_id AND w.session_id = s.session_id
+WHERE s.subject_id <> %(eval_subject)s AND s.expires_at > %(now)s
+GROUP BY s.tenant_id, s.subject_id, s.session_id, w.last_turn_inserted_at, w.last_turn_seq
+HAVING count(*) > 1
+   AND (w.last_turn_inserted_at IS NULL
+        OR max(s.inserted_at) > w.last_turn_inserted_at
+        OR (max(s.inserted_at) = w.last_turn_inserted_at AND max(s.seq) > coalesce(w.last_turn_seq, -1)))
+ORDER BY max(s.inserted_at) ASC
+LIMIT %(scan_limit)s
+"""
+
+
+@dataclass
+class SweepReport:
+    sessions: int = 0
+    enqueued: int = 0
+    already_in_flight: int = 0
+    over_budget: int = 0
+    rescued: int = 0
+
+
+def promotion_sweep() -> SweepReport:
+    """Hourly: enqueue sessions with turns newer than their watermark, oldest-active first, within budgets.
+
+    Oldest first, so the session nearest its TTL is never starved behind newer ones.
+    """
+    report = SweepReport(rescued=rescue_stale_jobs())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SWEEP_CANDIDATES,
+            {"eval_subject": EVAL_SUBJECT_ID, "now": timezone.now(), "scan_limit": settings.PROMOTION_SWEEP_SCAN_LIMIT},
+        )
+        candidates = cursor.fetchall()
+    per_tenant: Counter[str] = Counter()
+    for tenant_id, subject_id, session_id in candidates:
+        if report.enqueued >= settings.PROMOTION_SWEEP_MAX_PER_TICK:
+            break
+        report.sessions += 1
+        try:
+            _, created = promotion_reserve(
+                tenant_id=tenant_id, subject_id=subject_id, session_id=session_id, trigger="sweep"
+            )
+        except PromotionBudgetExceeded:
+            report.over_budget += 1
+            continue
+        if created:
+            report.enqueued += 1
+            per_tenant[str(tenant_id)] += 1
+        else:
+            report.already_in_flight += 1
+    for tenant_id, enqueued in per_tenant.items():
+        emit("swept", tenant_id=tenant_id, enqueued=enqueued)
+    return report
+
+
+def rescue_stale_jobs() -> int:
+    """Re-enqueue jobs whose message was lost (broker down at enqueue, worker killed): the ledger remembers them."""
+    from memory.tasks import promote_session_task
+
+    now = timezone.now()
+    stale = PromotionJob.objects.filter(state=PromotionJob.State.PENDING, updated_at__lt=now - STALE_PENDING) | (
+        PromotionJob.objects.filter(state=PromotionJob.State.RUNNING, updated_at__lt=now - STALE_RUNNING)
+    )
+    rescued = 0
+    for job in stale:
+        with transaction.atomic():
+            PromotionJob.objects.filter(id=job.id).update(state=PromotionJob.State.PENDING, updated_at=now)
+            enqueue_on_commit(promote_session_task, str(job.id))
+        rescued += 1
+    return rescued
