@@ -199,6 +199,15 @@ KNOWLEDGE_SEARCH_EXACT_MAX_ROWS = env_int("LOOPMEM_KNOWLEDGE_SEARCH_EXACT_MAX_RO
 # Retrieval metrics (reference §4.17): a get within this window after a search row counts as followed through.
 KNOWLEDGE_METRICS_WINDOW_SECONDS = env_int("LOOPMEM_KNOWLEDGE_METRICS_WINDOW_SECONDS", 1800)
 
+# --- Merged recall (reference §3.3) ----------------------------------------------------------------------
+RECALL_DIVERSITY_ENABLED = env_bool("LOOPMEM_RECALL_DIVERSITY_ENABLED", True)
+RECALL_DIVERSITY_LAMBDA = env_float("LOOPMEM_RECALL_DIVERSITY_LAMBDA", 0.7)
+RECALL_DIVERSITY_NEAR_DUP_THRESHOLD = env_float("LOOPMEM_RECALL_DIVERSITY_NEAR_DUP_THRESHOLD", 0.95)
+RECALL_DIVERSITY_OVER_FETCH = env_int("LOOPMEM_RECALL_DIVERSITY_OVER_FETCH", 3)
+RECALL_DIVERSITY_MAX_POOL = env_int("LOOPMEM_RECALL_DIVERSITY_MAX_POOL", 30)
+RECALL_HISTORY_TTL_SECONDS = env_int("LOOPMEM_RECALL_HISTORY_TTL_SECONDS", 7200)
+RECALL_ANSWER_SEPARATION = env_float("LOOPMEM_RECALL_ANSWER_SEPARATION", 1.5)
+
 # --- Misc ------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
