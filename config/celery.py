@@ -21,4 +21,14 @@ app.conf.beat_schedule = {
     "promotion-sweep": {"task": "memory.tasks.promotion_sweep_task", "schedule": crontab(minute=7)},
     # Daily, quiet hours: promotion-quality figures per tenant LLM (calibration, never a gate).
     "promotion-eval": {"task": "memory.tasks.promotion_eval_task", "schedule": crontab(hour=4, minute=45)},
+    # An article whose embedding task was lost, or whose provider was down, is embedded within 5 minutes.
+    "knowledge-embedding-sweep": {
+        "task": "knowledge.tasks.article_embedding_sweep_task",
+        "schedule": crontab(minute="2-59/5"),  # offset from the memory sweep so the two do not burst together
+    },
+    # Daily at 04:30 UTC: yesterday's retrieval funnel, once the 30 min follow-through window past midnight closed.
+    "knowledge-retrieval-metrics": {
+        "task": "knowledge.tasks.retrieval_metrics_task",
+        "schedule": crontab(hour=4, minute=30),
+    },
 }

@@ -12,6 +12,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("projects.urls")),
     path("api/v1/", include("memory.urls")),
+    path("api/v1/", include("recall.urls")),
+    path("api/v1/", include("knowledge.urls")),
 ]
 
 handler404 = "loopmem.http_errors.not_found_view"

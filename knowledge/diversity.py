@@ -157,10 +157,10 @@ def select(
             key=lambda i: (config.lambda_ * unique[i].score - (1 - config.lambda_) * max_sim[i], -i),
         )
         remaining.remove(winner)
-        chosen = unique[winner]
-        selected.append(chosen)
+        picked = unique[winner]
+        selected.append(picked)
         for index in remaining:
-            max_sim[index] = max(max_sim[index], cosine(unique[index].vector, chosen.vector))
+            max_sim[index] = max(max_sim[index], cosine(unique[index].vector, picked.vector))
     stats.selected = len(selected)
     return selected, stats
 

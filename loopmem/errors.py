@@ -147,6 +147,46 @@ class PromotionBudgetExceeded(DomainError):
     )
 
 
+class QueryTooLong(DomainError):
+    status, code, default_message = 422, "query_too_long", "The `query` must be at most 500 characters."
+
+
+class InvalidSessionId(DomainError):
+    status, code, default_message = (
+        422,
+        "invalid_session_id",
+        "`session_id` must be a string of at most 200 bytes (it is never truncated).",
+    )
+
+
+class InvalidRecallId(DomainError):
+    status, code, default_message = (
+        422,
+        "invalid_recall_id",
+        "The `recall_id` path segment must be the `meta.recall_id` UUID from a recall response.",
+    )
+
+
+class InvalidArticleIds(DomainError):
+    status, code, default_message = (
+        422,
+        "invalid_article_ids",
+        "`article_ids` must be a non-empty list of article UUIDs.",
+    )
+
+
+class TooManyArticleIds(DomainError):
+    status, code, default_message = 422, "too_many_article_ids", "At most 50 article ids may be referenced in one call."
+
+
+class NotSurfaced(DomainError):
+    status, code, default_message = 422, "not_surfaced", "Some article ids were not surfaced by this recall"
+
+
+class RecordingFailed(DomainError):
+    status, code, default_message = 500, "recording_failed", "The references could not be recorded; retry"
+
+
 class RateLimited(DomainError):
     """Too many requests; `retry_after` seconds until the window resets."""
 

@@ -263,3 +263,60 @@ def _redis_client() -> redis.Redis:
 @functools.cache
 def _redis_client_for(url: str, timeout: float) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
+# --- Tenant-scoped reads (rows with no subject: knowledge articles) ---------------------------------------
+
+
+def assert_tenant_scoped(query: Query, *, tenant_id: uuid.UUID) -> None:
+    """Raise UnscopedHeavyRead unless every table of the query (subqueries included) pins `tenant_id`.
+
+    For rows that belong to a tenant but to no subject. Which rows of the tenant a caller may see is the
+    visibility predicate's job (`Article.objects.visible_to`); this guard makes a cross-tenant row impossible.
+    """
+    _assert_tenant_everywhere(query, tenant_id)
+
+
+class TenantScopedSession:
+    """A transaction on the heavy-read alias in which every query must pin the tenant on every table."""
+
+    def __init__(self, *, tenant_id: uuid.UUID) -> None:
+        self._tenant_id = tenant_id
+
+    def fetch(self, queryset: models.QuerySet[M]) -> list[M]:
+        assert_tenant_scoped(queryset.query, tenant_id=self._tenant_id)
+        return list(queryset.using(HEAVY_READ_ALIAS))
+
+    def count(self, queryset: models.QuerySet[Any, Any]) -> int:
+        """The row count of any queryset over tenant rows (`.values()` and sliced ones too)."""
+        assert_tenant_scoped(queryset.query, tenant_id=self._tenant_id)
+        return queryset.using(HEAVY_READ_ALIAS).count()
+
+    def configure(self, options: ReadOptions) -> AppliedOptions:
+        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force.
+
+        The settings are per transaction, not per guard, so this is the memory session's own code: a
+        ScopedSession built only to configure runs no query through its subject guard.
+        """
+        return ScopedSession(tenant_id=self._tenant_id, subject_id="").configure(options)
+
+    def order_by_index(self) -> None:
+        """For the rest of this transaction, prefer an index that yields the ORDER BY over scanning and sorting.
+
+        An ANN read means the HNSW index must answer. The planner prices sorting a few thousand rows by
+        distance below an HNSW scan at ef_search 100 (it does not count fetching each row's TOASTed vector),
+        then runs an exact scan 10-100x slower than the index, while `meta` would report the ANN read.
+        """
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT set_config('enable_sort', 'off', true)")
+
+
+@contextlib.contextmanager
+def tenant_scoped_session(*, tenant_id: uuid.UUID) -> Iterator[TenantScopedSession]:
+    """The one way tenant-owned, subject-less rows are read for search and kNN: shed, one transaction, a timeout."""
+    with tenant_gate(tenant_id), transaction.atomic(using=HEAVY_READ_ALIAS):
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('statement_timeout', %s, true)", [str(settings.HEAVY_READ_STATEMENT_TIMEOUT_MS)]
+            )
+        yield TenantScopedSession(tenant_id=tenant_id)

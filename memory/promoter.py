@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 
+from knowledge.selectors import article_visible_ids  # memory imports knowledge only for this and graduation
+from knowledge.visibility import viewer_for_scope
 from loopmem import llm
 from loopmem.models import Tenant
 from loopmem.scope import Scope
@@ -249,9 +251,10 @@ def visible_cross_links(scope: Scope, candidates: Sequence[Candidate]) -> list[C
     wanted = {link for c in candidates for link in c.cross_links}
     if not wanted:
         return list(candidates)
-    from knowledge.selectors import visible_article_ids  # memory imports knowledge only here and for graduation
-
-    visible = {str(i) for i in visible_article_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, ids=wanted)}
+    visible = {
+        str(i)
+        for i in article_visible_ids(viewer=viewer_for_scope(scope), article_ids=[uuid.UUID(link) for link in wanted])
+    }
     return [
         Candidate(
             text=c.text,

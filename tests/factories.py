@@ -5,6 +5,7 @@ from __future__ import annotations
 import factory
 from factory.django import DjangoModelFactory
 
+from knowledge.models import Article
 from loopmem.models import Tenant
 from projects.models import Project
 from projects.repo_url import parse_repo_url
@@ -29,3 +30,18 @@ class ProjectFactory(DjangoModelFactory[Project]):
     repo_key = factory.LazyAttribute(
         lambda p: (ref.key if (ref := parse_repo_url(p.repo_url)) else "") if p.repo_url else ""
     )
+
+
+class ArticleFactory(DjangoModelFactory[Article]):
+    """A published, shared article; pass `embedding=` (padded) with `embedding_model="hashing:v1"` for kNN."""
+
+    class Meta:
+        model = Article
+
+    tenant = factory.SubFactory(TenantFactory)
+    title = factory.Sequence(lambda n: f"Article {n}")
+    body = factory.Sequence(lambda n: f"Body of article {n}.")
+    category = "finding"
+    status = "published"
+    visibility = "shared"
+    owner_subject_id = "author"

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_str
 from loopmem import embedded
+from loopmem.agent_config import agent_config_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -61,6 +62,8 @@ TEMPLATES = [  # only drf-spectacular's Swagger UI page renders a template
 ]
 
 ROOT_URLCONF = "config.urls"
+# No static files are served (there is no UI); Django's live-server test handler still needs the setting.
+STATIC_URL = "/static/"
 WSGI_APPLICATION = "config.wsgi.application"
 APPEND_SLASH = False
 
@@ -175,6 +178,13 @@ SERVE_PORT = env_int("PORT", 8000)
 SERVE_WEB_WORKERS = env_int("LOOPMEM_WEB_WORKERS", 2)
 SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
 
+# --- Agent integration: the MCP server and the Claude Code Stop hook (docs/agents.md) ----------------------
+# Both are clients of this HTTP API acting as one agent key: LOOPMEM_URL, LOOPMEM_AGENT_KEY,
+# LOOPMEM_CLIENT_TIMEOUT_SECONDS, LOOPMEM_HOOK_TIMEOUT_SECONDS, LOOPMEM_SESSION_ID. They are read by
+# loopmem.agent_config, which `python -m loopmem.mcp_server` / `python -m loopmem.stop_hook` also call directly
+# so that they never load this module (and never start the embedded database above).
+AGENT_INTEGRATION = agent_config_from_env()
+
 # --- Recall and heavy reads ----------------------------------------------------------------------------
 HEAVY_READ_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_HEAVY_READ_STATEMENT_TIMEOUT_MS", 10_000)
 HEAVY_READ_MAX_IN_FLIGHT = env_int("LOOPMEM_HEAVY_READ_MAX_IN_FLIGHT", 16)
@@ -194,8 +204,9 @@ KNOWLEDGE_SEARCH_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_POOL", 50)
 KNOWLEDGE_SEARCH_MAX_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_MAX_POOL", 500)
 KNOWLEDGE_RRF_K = env_int("LOOPMEM_KNOWLEDGE_RRF_K", 60)
 # A caller seeing at most this many embedded candidates is searched by an exact scan (complete by
-# construction); above it, HNSW with every filter inside an iterative scan, verified filled.
-KNOWLEDGE_SEARCH_EXACT_MAX_ROWS = env_int("LOOPMEM_KNOWLEDGE_SEARCH_EXACT_MAX_ROWS", 3_000)
+# construction); above it, HNSW with every filter inside an iterative scan, verified filled. An exact scan
+# costs ~10-20 us per 1536-dim row (each vector is a TOAST fetch), so 500 keeps it near the HNSW read's cost.
+KNOWLEDGE_SEARCH_EXACT_MAX_ROWS = env_int("LOOPMEM_KNOWLEDGE_SEARCH_EXACT_MAX_ROWS", 500)
 # Retrieval metrics (reference §4.17): a get within this window after a search row counts as followed through.
 KNOWLEDGE_METRICS_WINDOW_SECONDS = env_int("LOOPMEM_KNOWLEDGE_METRICS_WINDOW_SECONDS", 1800)
 

@@ -1,0 +1,318 @@
+"""Knowledge reads: list, get, hybrid search (keyword, semantic, reciprocal-rank fused), and gate neighbours.
+
+Every read starts from `Article.objects.visible_to(viewer)`. Search and kNN run on the heavy-read alias
+through the tenant-scoped guarded session.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import ExpressionWrapper, F, FloatField, QuerySet, Value
+from pgvector.django import CosineDistance
+
+from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
+from knowledge.visibility import Viewer
+from loopmem import embeddings, heavy_read
+from loopmem.errors import EmbeddingUnavailable, NotFound
+from loopmem.models import Tenant
+from loopmem.params import clamp
+
+SearchMode = Literal["keyword", "semantic", "combined"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
+DEFAULT_SEARCH_LIMIT = 10
+MAX_SEARCH_LIMIT = 50
+MAX_QUERY_LENGTH = 500
+
+
+@dataclass(frozen=True)
+class QueryEmbedding:
+    """A query's vector (padded to the column) and the model that made it."""
+
+    vector: list[float]
+    model_id: str
+
+
+def embed_query(*, tenant: Tenant, text: str) -> QueryEmbedding:
+    """Embed one text with the tenant's provider. Raises embeddings.EmbeddingFailure."""
+    [vector], model_id = embeddings.embed_texts(tenant, [text])
+    return QueryEmbedding(vector=vector, model_id=model_id)
+
+
+# --- list and get --------------------------------------------------------------------------------------
+
+
+def article_list(
+    *,
+    viewer: Viewer,
+    status: str | None = None,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    project_id: uuid.UUID | None = None,
+) -> ArticleQuerySet:
+    """The articles the viewer may see, newest first, as summaries. `project_id` is an exact filter here."""
+    rows = Article.objects.visible_to(viewer)
+    if status:
+        rows = rows.filter(status=status)
+    if category:
+        rows = rows.filter(category=category)
+    if tags:
+        rows = rows.filter(tags__contains=list(tags))
+    if project_id is not None:
+        rows = rows.filter(project_id=project_id)
+    return rows.summaries().newest_first()
+
+
+def parse_article_id(value: str) -> uuid.UUID:
+    """A malformed id is just another id that is not there: 404, no existence oracle."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise NotFound() from exc
+
+
+def article_get(*, viewer: Viewer, article_id: str) -> Article:
+    """One visible article with its body; a hidden, missing or malformed id is the same 404."""
+    parsed = parse_article_id(article_id)
+    article = Article.objects.visible_to(viewer).defer("embedding", "search_vector").filter(id=parsed).first()
+    if article is None:
+        raise NotFound()
+    return article
+
+
+def article_visible_ids(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of `article_ids` the viewer may see (cross-link validation strips the others)."""
+    if not article_ids:
+        return set()
+    return set(Article.objects.visible_to(viewer).filter(id__in=list(article_ids)).values_list("id", flat=True))
+
+
+@dataclass(frozen=True)
+class ArticleVector:
+    vector: list[float] | None
+    content_hash: str | None
+
+
+def article_diversity_vectors(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ArticleVector]:
+    """Vectors and content hashes of visible articles, for the merged recall's diversity selection."""
+    rows = (
+        Article.objects.visible_to(viewer)
+        .filter(id__in=list(article_ids))
+        .values_list("id", "embedding", "embedding_content_hash")
+    )
+    return {
+        article_id: ArticleVector(vector=None if vector is None else [float(x) for x in vector], content_hash=digest)
+        for article_id, vector, digest in rows
+    }
+
+
+# --- search --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchHit:
+    """One ranked article: `score` is what the mode ranks by; the lanes' raw figures ride along."""
+
+    article: Article  # a summary: `article.snippet` holds the first 300 characters of the body
+    score: float
+    similarity: float | None = None  # max(0, 1 - cosine distance), when the semantic lane found it
+    relevance: float | None = None  # ts_rank, when the keyword lane found it
+    keyword_rank: int | None = None
+    semantic_rank: int | None = None
+
+
+@dataclass
+class SearchResult:
+    """One page of a search, plus what the API reports about how it was found."""
+
+    hits: list[SearchHit]
+    total_count: int  # the fused ranked list the page was cut from
+    limit: int
+    offset: int
+    search_id: uuid.UUID
+    search_mode: str  # keyword | semantic | combined | keyword_only (combined without an embedding)
+    fallback: bool = False
+    fallback_reason: str | None = None
+    pool_capped: bool = False  # a lane filled its pool: more matches may exist past total_count
+    semantic_path: str | None = None  # exact | ann, when the semantic lane ran
+    ann_iterative_scan: str | None = None  # only when the HNSW index ran
+    ann_iterative_scan_reason: str | None = None
+    lane_counts: dict[str, int] = field(default_factory=dict)
+
+
+def search_pool(*, limit: int, offset: int) -> int:
+    """How many candidates each lane ranks: enough for the page, at least the fusion pool, at most the cap."""
+    return min(max(offset + limit, settings.KNOWLEDGE_SEARCH_POOL), settings.KNOWLEDGE_SEARCH_MAX_POOL)
+
+
+def knowledge_search(
+    *,
+    viewer: Viewer,
+    query: str,
+    mode: SearchMode = "combined",
+    embedding: QueryEmbedding | embeddings.EmbeddingFailure | None = None,
+    project_id: uuid.UUID | None = None,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    limit: int = DEFAULT_SEARCH_LIMIT,
+    offset: int = 0,
+    status: str = Article.Status.PUBLISHED,
+    search_id: uuid.UUID | None = None,
+) -> SearchResult:
+    """Search the articles the viewer may see: keyword (full text), semantic (kNN) or both fused by RRF.
+
+    `embedding` is the caller's attempt at embedding `query`: a vector (computed once, shared with the
+    memory half of a merged recall), the failure it raised, or None to embed here when a mode needs it.
+    Without an embedding `semantic` raises EmbeddingUnavailable (503) and `combined` degrades to the
+    keyword lane with `fallback` and the failure's reason tag. `project_id` reads the global articles plus
+    that project's. Raises HeavyReadOverloaded when the tenant's heavy reads are saturated.
+    """
+    limit = clamp(limit, 1, MAX_SEARCH_LIMIT)
+    offset = max(offset, 0)
+    pool = search_pool(limit=limit, offset=offset)
+    result = SearchResult(
+        hits=[], total_count=0, limit=limit, offset=offset, search_id=search_id or uuid.uuid4(), search_mode=mode
+    )
+    query_embedding: QueryEmbedding | None = None
+    if mode != "keyword":
+        if embedding is None:
+            embedding = _try_embed(viewer, query)
+        if isinstance(embedding, embeddings.EmbeddingFailure):
+            if mode == "semantic":
+                raise EmbeddingUnavailable(details={"reason": embedding.tag})
+            result.search_mode, result.fallback, result.fallback_reason = "keyword_only", True, embedding.tag
+        else:
+            query_embedding = embedding
+
+    candidates = _search_candidates(viewer, project_id=project_id, category=category, tags=tags, status=status)
+    keyword_rows: list[Article] = []
+    semantic_rows: list[Article] = []
+    with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
+        if mode != "semantic":
+            keyword_rows = session.fetch(_keyword(candidates, query, pool))
+            result.lane_counts["keyword"] = len(keyword_rows)
+        if query_embedding is not None:
+            read = _nearest(session, candidates, query_embedding, pool)
+            semantic_rows = read.rows
+            result.lane_counts["semantic"] = len(semantic_rows)
+            result.semantic_path = read.path
+            if read.applied is not None:
+                result.ann_iterative_scan = read.applied.iterative_scan
+                result.ann_iterative_scan_reason = read.applied.iterative_scan_reason
+
+    ranked = _rank(keyword_rows, semantic_rows, fused=mode == "combined" and query_embedding is not None)
+    result.total_count = len(ranked)
+    result.pool_capped = any(count >= pool for count in result.lane_counts.values())
+    result.hits = ranked[offset : offset + limit]
+    return result
+
+
+def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:
+    tenant = Tenant.objects.get(id=viewer.tenant_id)
+    try:
+        return embed_query(tenant=tenant, text=query)
+    except embeddings.EmbeddingFailure as failure:
+        return failure
+
+
+def _search_candidates(
+    viewer: Viewer, *, project_id: uuid.UUID | None, category: str | None, tags: Sequence[str], status: str
+) -> ArticleQuerySet:
+    rows = Article.objects.visible_to(viewer).filter(status=status).in_partition(project_id)
+    if category:
+        rows = rows.filter(category=category)
+    if tags:
+        rows = rows.filter(tags__contains=list(tags))
+    return rows.summaries()
+
+
+def _keyword(candidates: ArticleQuerySet, query: str, pool: int) -> QuerySet[Article]:
+    # websearch syntax: quoted phrases, OR, -exclusions; a query of stop words alone matches nothing.
+    tsquery = SearchQuery(query, search_type="websearch", config=SEARCH_CONFIG)
+    return (
+        candidates.filter(search_vector=tsquery)
+        .annotate(relevance=SearchRank(F("search_vector"), tsquery))
+        .order_by("-relevance", "id")[:pool]
+    )
+
+
+def _rank(keyword_rows: list[Article], semantic_rows: list[Article], *, fused: bool) -> list[SearchHit]:
+    """One lane keeps its own order and score; two are fused: score = Σ 1 / (rrf_k + rank), ties by id."""
+    hits: dict[uuid.UUID, SearchHit] = {}
+    rrf_k = settings.KNOWLEDGE_RRF_K
+    for rank, article in enumerate(keyword_rows, start=1):
+        relevance = float(article.relevance)  # type: ignore[attr-defined]  # annotated by _keyword
+        hit = hits.setdefault(article.id, SearchHit(article=article, score=0.0))
+        hit.relevance, hit.keyword_rank = relevance, rank
+        hit.score += 1.0 / (rrf_k + rank) if fused else relevance
+    for rank, article in enumerate(semantic_rows, start=1):
+        similarity = max(0.0, 1.0 - float(article.distance))  # type: ignore[attr-defined]  # annotated by _nearest
+        hit = hits.setdefault(article.id, SearchHit(article=article, score=0.0))
+        hit.similarity, hit.semantic_rank = similarity, rank
+        hit.score += 1.0 / (rrf_k + rank) if fused else similarity
+    if not fused:
+        return list(hits.values())  # already in the lane's order
+    return sorted(hits.values(), key=lambda h: (-h.score, str(h.article.id)))
+
+
+# --- nearest neighbours (the semantic lane and the novelty gate) ------------------------------------------
+
+
+@dataclass
+class NearestRead:
+    rows: list[Article]  # each annotated with `distance`, nearest first
+    path: str  # exact | ann
+    applied: heavy_read.AppliedOptions | None = None  # None on the exact path: no index ran
+
+
+def _nearest(
+    session: heavy_read.TenantScopedSession, candidates: ArticleQuerySet, embedding: QueryEmbedding, k: int
+) -> NearestRead:
+    """The k visible candidates nearest to the vector, complete for every visible-set size.
+
+    Up to KNOWLEDGE_SEARCH_EXACT_MAX_ROWS embedded candidates are read exactly (a bounded count decides).
+    Above that, HNSW with every filter (tenant, visibility, status, partition, category, tags) inside a
+    relaxed iterative scan, re-sorted by distance, and verified: a short answer is re-read exactly.
+    """
+    embedded = candidates.embedded_with(embedding.model_id)
+    threshold = settings.KNOWLEDGE_SEARCH_EXACT_MAX_ROWS
+    if session.count(embedded.values("id")[: threshold + 1]) <= threshold:
+        return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
+    applied = session.configure(
+        heavy_read.ReadOptions(
+            ef_search=settings.HNSW_EF_SEARCH, iterative_scan=True, max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES
+        )
+    )
+    ann = embedded.annotate(distance=CosineDistance("embedding", embedding.vector)).order_by("distance")[:k]
+    session.order_by_index()
+    rows = sorted(session.fetch(ann), key=lambda a: (a.distance, str(a.id)))  # type: ignore[attr-defined]
+    if len(rows) < k:
+        exact_rows = session.fetch(_exact(embedded, embedding.vector, k))
+        if len(exact_rows) > len(rows):
+            return NearestRead(rows=exact_rows, path="exact")
+    return NearestRead(rows=rows, path="ann", applied=applied)
+
+
+def _exact(candidates: ArticleQuerySet, vector: list[float], k: int) -> QuerySet[Article]:
+    # "+ 0" makes the sort key an expression the HNSW index cannot serve: this read is exact by construction.
+    distance = ExpressionWrapper(CosineDistance("embedding", vector) + Value(0.0), output_field=FloatField())
+    return candidates.annotate(distance=distance).order_by("distance", "id")[:k]
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    article_id: uuid.UUID
+    similarity: float  # 1 - cosine distance
+
+
+def article_neighbours(*, viewer: Viewer, embedding: QueryEmbedding, k: int) -> list[Neighbour]:
+    """The novelty gate's read: the k active articles nearest to `embedding` among those the viewer sees."""
+    candidates = Article.objects.visible_to(viewer).active().only("id")
+    with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
+        read = _nearest(session, candidates, embedding, k)
+    return [Neighbour(article_id=a.id, similarity=1.0 - float(a.distance)) for a in read.rows]  # type: ignore[attr-defined]

@@ -1,0 +1,47 @@
+"""Knowledge's async work: embed one article, sweep for articles without (current) vectors, daily metrics."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+
+from celery import shared_task
+from celery.contrib.django.task import DjangoTask
+
+from knowledge import ledger, services
+from loopmem.embeddings import EmbeddingFailure, is_transient
+
+logger = logging.getLogger(__name__)
+
+EMBED_MAX_RETRIES = 4
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
+def embed_article_task(self: DjangoTask, article_id: str) -> str:
+    """Embed one article; transient provider failures retry with backoff, permanent ones wait for the sweep."""
+    try:
+        return services.article_embed(article_id=article_id)
+    except EmbeddingFailure as failure:
+        if not is_transient(failure):
+            logger.info("article %s not embedded (%s); the sweep will retry later", article_id, failure.tag)
+            return failure.tag
+        countdown = failure.retry_after or 2 ** (self.request.retries + 2)
+        raise self.retry(exc=failure, countdown=countdown) from failure
+
+
+@shared_task(base=DjangoTask)
+def article_embedding_sweep_task() -> dict[str, object]:
+    """Every 5 minutes: embed articles with no vector or a stale model's (lost tasks, outages, edits)."""
+    report = services.article_embedding_sweep()
+    return {
+        "embedded": report.embedded,
+        "failed": report.failed,
+        "tenants": report.tenants,
+        "failures": report.failures,
+    }
+
+
+@shared_task(base=DjangoTask)
+def retrieval_metrics_task(day: str | None = None) -> int:
+    """Daily: snapshot yesterday's retrieval funnel (UTC) of every tenant with ledger rows; `day` is ISO."""
+    return ledger.retrieval_metrics_run(day=date.fromisoformat(day) if day else None)
