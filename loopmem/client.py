@@ -1,0 +1,439 @@
+"""A small typed client for loopmem's HTTP API (docs/api.md), standard library only.
+
+Used by the MCP server, the Stop hook and tests. Each method calls one endpoint and returns the API's JSON
+body. A non-2xx answer raises `LoopmemAPIError` (or its subclass for the error `code`); a network failure
+raises `LoopmemUnreachable`. The client imports nothing from Django, so a process that uses it never loads
+the settings (which would start the embedded database).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from email.message import Message
+from typing import Any, Literal
+
+JSONObject = dict[str, Any]
+
+USER_AGENT = "loopmem-client/1"
+
+_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+# --- Errors ---------------------------------------------------------------------------------------------------
+
+
+class LoopmemError(Exception):
+    """Base of every error this client raises. `code` is stable and machine-readable; `status` is the HTTP
+    status when the API answered, None when it did not (network failure, argument refused client-side)."""
+
+    code: str = "loopmem_error"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, status: int | None = None, details: JSONObject | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.status = status
+        self.details: JSONObject = details or {}
+
+    def envelope(self) -> JSONObject:
+        """The error in the API's envelope shape, `{"error": {status, code, message, details}}`."""
+        return {"error": {"status": self.status, "code": self.code, "message": self.message, "details": self.details}}
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class LoopmemAPIError(LoopmemError):
+    """The API answered with a non-2xx status; status, code, message and details are its error envelope's."""
+
+    status: int
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: JSONObject | None = None,
+        *,
+        body: JSONObject | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, code=code, status=status, details=details)
+        self.body = body
+        # From the `retry-after` header of a 429 or 503, when there is one.
+        self.retry_after = retry_after
+
+    def envelope(self) -> JSONObject:
+        """The API's own error body when it sent one, else the same shape built from the fields."""
+        if self.body is not None and isinstance(self.body.get("error"), dict):
+            return self.body
+        return super().envelope()
+
+
+class Unauthorized(LoopmemAPIError):
+    code = "unauthorized"
+
+
+class Forbidden(LoopmemAPIError):
+    code = "forbidden"
+
+
+class NotFound(LoopmemAPIError):
+    code = "not_found"
+
+
+class ValidationFailed(LoopmemAPIError):
+    code = "validation_failed"
+
+
+class QuotaExceeded(LoopmemAPIError):
+    code = "quota_exceeded"
+
+
+class RateLimited(LoopmemAPIError):
+    code = "rate_limited"
+
+
+class PromotionBudgetExceeded(LoopmemAPIError):
+    code = "promotion_budget_exceeded"
+
+
+class HeavyReadOverloaded(LoopmemAPIError):
+    code = "heavy_read_overloaded"
+
+
+class TenantHalted(LoopmemAPIError):
+    code = "tenant_halted"
+
+
+class ServerError(LoopmemAPIError):
+    code = "server_error"
+
+
+_ERRORS_BY_CODE: dict[str, type[LoopmemAPIError]] = {
+    cls.code: cls
+    for cls in (
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        ValidationFailed,
+        QuotaExceeded,
+        RateLimited,
+        PromotionBudgetExceeded,
+        HeavyReadOverloaded,
+        TenantHalted,
+        ServerError,
+    )
+}
+
+
+class LoopmemUnreachable(LoopmemError):
+    """No answer from the API: refused connection, DNS failure, reset, TLS error."""
+
+    code = "loopmem_unreachable"
+
+
+class LoopmemTimeout(LoopmemUnreachable):
+    """The API did not answer within the timeout."""
+
+    code = "loopmem_timeout"
+
+
+class InvalidArgument(LoopmemError, ValueError):
+    """An argument refused before any request is sent (e.g. an id that goes into the URL path)."""
+
+
+def api_error(status: int, body: object, headers: Mapping[str, str] | Message | None = None) -> LoopmemAPIError:
+    """The exception for a non-2xx answer: its envelope's code picks the class, unknown codes keep the base."""
+    retry_after = _retry_after(headers)
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return LoopmemAPIError(
+            status, "unexpected_response", f"HTTP {status} without a loopmem error body", retry_after=retry_after
+        )
+    code = error.get("code")
+    if not isinstance(code, str) or not code:
+        code = "rate_limited" if status == 429 else "not_found" if status == 404 else f"http_{status}"
+    message = error.get("message")
+    details = error.get("details")
+    cls = _ERRORS_BY_CODE.get(code, LoopmemAPIError)
+    return cls(
+        status,
+        code,
+        message if isinstance(message, str) else "",
+        details if isinstance(details, dict) else {},
+        body=body if isinstance(body, dict) else None,
+        retry_after=retry_after,
+    )
+
+
+def _retry_after(headers: Mapping[str, str] | Message | None) -> float | None:
+    raw = headers.get("retry-after") if headers is not None else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def canonical_uuid(value: object, *, field: str, code: str, message: str | None = None) -> str:
+    """A canonical hyphenated UUID, lowercased; anything else is refused client-side with `code`."""
+    if not isinstance(value, str) or not _CANONICAL_UUID.match(value.strip()):
+        raise InvalidArgument(
+            message or f"`{field}` must be a canonical UUID (8-4-4-4-12 hexadecimal digits)",
+            code=code,
+            details={field: ["must be a canonical UUID"]},
+        )
+    return value.strip().lower()
+
+
+# --- Transport ------------------------------------------------------------------------------------------------
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # urllib would resend the Authorization header to wherever a redirect points; the API never redirects,
+    # so a redirect is reported as an error instead of followed.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+QueryValue = str | int | bool | None
+
+
+class LoopmemClient:
+    """The API as one agent key sees it. Thread-safe: it holds no per-request state."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        parsed = urllib.parse.urlsplit(base_url.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"the loopmem URL must be http(s)://host[:port], got {base_url!r}")
+        if not api_key.strip():
+            raise ValueError("an API key is required")
+        self.base_url = base_url.strip().rstrip("/")
+        self._api_key = api_key.strip()
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    def __repr__(self) -> str:  # never the key
+        return f"LoopmemClient({self.base_url!r})"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: JSONObject | None = None,
+        timeout: float | None = None,
+    ) -> JSONObject:
+        """One call: the JSON body of a 2xx answer, or the exception for anything else."""
+        url = self.base_url + path
+        params = {key: _query_text(value) for key, value in (query or {}).items() if value is not None}
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json", "User-Agent": USER_AGENT}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        wait = self.timeout if timeout is None else timeout
+        try:
+            with self._opener.open(request, timeout=wait) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            raise self._error_from(exc, wait) from None
+        except TimeoutError as exc:
+            raise LoopmemTimeout(f"no answer from {self.base_url} within {wait:g}s") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise LoopmemTimeout(f"no answer from {self.base_url} within {wait:g}s") from exc
+            raise LoopmemUnreachable(f"cannot reach loopmem at {self.base_url}: {exc.reason}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise LoopmemUnreachable(f"cannot reach loopmem at {self.base_url}: {exc!r}") from exc
+        parsed = _json_or_none(raw)
+        if not isinstance(parsed, dict):
+            raise LoopmemAPIError(status, "unexpected_response", f"HTTP {status} without a JSON object body")
+        return parsed
+
+    def _error_from(self, exc: urllib.error.HTTPError, wait: float) -> LoopmemError:
+        if 300 <= exc.code < 400:
+            return LoopmemAPIError(
+                exc.code,
+                "unexpected_redirect",
+                f"the API answered a redirect to {exc.headers.get('location')!r}; LOOPMEM_URL must be the "
+                "service's own root URL (redirects are not followed, so the key never goes elsewhere)",
+            )
+        try:
+            raw = exc.read()
+        except TimeoutError:
+            return LoopmemTimeout(f"no answer from {self.base_url} within {wait:g}s", details={"status": exc.code})
+        except (OSError, http.client.HTTPException) as read_exc:
+            return LoopmemUnreachable(f"loopmem at {self.base_url} dropped the connection: {read_exc!r}")
+        finally:
+            exc.close()
+        return api_error(exc.code, _json_or_none(raw), exc.headers)
+
+    # --- Memory ---------------------------------------------------------------------------------------------
+
+    def memory_remember(
+        self,
+        *,
+        text: str | None = None,
+        tier: Literal["long_term", "session"] | None = None,
+        confidence: float | None = None,
+        tags: list[str] | None = None,
+        metadata: JSONObject | None = None,
+        source_session_id: str | None = None,
+        project_id: str | None = None,
+        session_id: str | None = None,
+        role: Literal["user", "assistant", "system", "fact"] | None = None,
+        content: str | None = None,
+        expires_at: str | None = None,
+    ) -> JSONObject:
+        """POST /api/v1/memory: a long-term memory (`text`), or a session turn (`tier="session"`)."""
+        return self.request(
+            "POST",
+            "/api/v1/memory",
+            body=_present(
+                tier=tier,
+                text=text,
+                confidence=confidence,
+                tags=tags,
+                metadata=metadata,
+                source_session_id=source_session_id,
+                project_id=project_id,
+                session_id=session_id,
+                role=role,
+                content=content,
+                expires_at=expires_at,
+            ),
+        )
+
+    def memory_recall(
+        self,
+        *,
+        query: str,
+        limit: int | None = None,
+        include_superseded: bool | None = None,
+        project_id: str | None = None,
+    ) -> JSONObject:
+        """POST /api/v1/memory/recall: the subject's long-term memories nearest in meaning to `query`."""
+        return self.request(
+            "POST",
+            "/api/v1/memory/recall",
+            body=_present(query=query, limit=limit, include_superseded=include_superseded, project_id=project_id),
+        )
+
+    def memory_list(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int | None = None,
+        include_superseded: bool | None = None,
+        source: Literal["explicit", "promoted"] | None = None,
+    ) -> JSONObject:
+        """GET /api/v1/memory: the subject's long-term memories, newest first."""
+        return self.request(
+            "GET",
+            "/api/v1/memory",
+            query={"limit": limit, "offset": offset, "include_superseded": include_superseded, "source": source},
+        )
+
+    def memory_forget(self, memory_id: str) -> JSONObject:
+        """DELETE /api/v1/memory/:id. The id goes into the path, so it must be a canonical UUID."""
+        memory_id = canonical_uuid(memory_id, field="id", code="invalid_memory_id")
+        return self.request("DELETE", f"/api/v1/memory/{memory_id}")
+
+    def memory_promote(self, session_id: str) -> JSONObject:
+        """POST /api/v1/memory/promote: compile the session's turns into long-term memories, asynchronously."""
+        return self.request("POST", "/api/v1/memory/promote", body={"session_id": session_id})
+
+    def memory_graduate(self, *, memory_id: str, re_scope: Literal["inherit", "global"] | None = None) -> JSONObject:
+        """POST /api/v1/memory/graduate: write a memory into the Knowledge Wiki (owner-visible)."""
+        return self.request("POST", "/api/v1/memory/graduate", body=_present(memory_id=memory_id, re_scope=re_scope))
+
+    def session_history(self, session_id: str, *, limit: int | None = None, offset: int | None = None) -> JSONObject:
+        """GET /api/v1/memory/sessions/:session_id: the session's unexpired turns in order."""
+        segment = urllib.parse.quote(session_id, safe="")
+        return self.request("GET", f"/api/v1/memory/sessions/{segment}", query={"limit": limit, "offset": offset})
+
+    # --- Recall and knowledge ---------------------------------------------------------------------------------
+
+    def recall_context(
+        self,
+        *,
+        query: str,
+        project_id: str | None = None,
+        limit: int | None = None,
+        session_id: str | None = None,
+    ) -> JSONObject:
+        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`."""
+        return self.request(
+            "POST",
+            "/api/v1/recall",
+            body=_present(query=query, project_id=project_id, limit=limit, session_id=session_id),
+        )
+
+    def recall_referenced(self, *, recall_id: str, article_ids: list[str]) -> JSONObject:
+        """POST /api/v1/recall/:recall_id/referenced: which surfaced articles the answer actually used."""
+        recall_id = canonical_uuid(
+            recall_id,
+            field="recall_id",
+            code="invalid_recall_id",
+            message="The `recall_id` path segment must be the `meta.recall_id` UUID from a recall response.",
+        )
+        return self.request("POST", f"/api/v1/recall/{recall_id}/referenced", body={"article_ids": article_ids})
+
+    def knowledge_search(
+        self,
+        *,
+        query: str,
+        mode: Literal["keyword", "semantic", "combined"] | None = None,
+        limit: int | None = None,
+        project_id: str | None = None,
+    ) -> JSONObject:
+        """GET /api/v1/knowledge/search: Knowledge Wiki articles for `query`."""
+        return self.request(
+            "GET",
+            "/api/v1/knowledge/search",
+            query={"q": query, "mode": mode, "limit": limit, "project_id": project_id},
+        )
+
+    # --- Projects -------------------------------------------------------------------------------------------
+
+    def resolve_project(
+        self, *, slug: str | None = None, repo_url: str | None = None, name: str | None = None
+    ) -> JSONObject:
+        """GET /api/v1/projects/resolve: the project for a slug, a repo URL or a name (in that precedence)."""
+        return self.request("GET", "/api/v1/projects/resolve", query={"slug": slug, "repo_url": repo_url, "name": name})
+
+    def project_list(self, *, limit: int | None = None, offset: int | None = None) -> JSONObject:
+        """GET /api/v1/projects: the tenant's projects."""
+        return self.request("GET", "/api/v1/projects", query={"limit": limit, "offset": offset})
+
+
+def _present(**fields: Any) -> JSONObject:
+    """The fields that were given: an omitted argument is left out of the body, not sent as null."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _query_text(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _json_or_none(raw: bytes) -> object:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
