@@ -1,0 +1,58 @@
+"""Which articles a session has already been shown (containment), kept in Redis so every process shares it.
+
+Keyed by (tenant, subject, session, article): both halves of the caller's scope come before the client's
+session token, so another tenant or agent choosing the same token can never suppress rows from this recall.
+Best effort: Redis trouble means nothing is suppressed, which is the behaviour without a session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+
+import redis
+from django.conf import settings
+
+from loopmem.heavy_read import _redis_client
+
+logger = logging.getLogger(__name__)
+
+
+def _key(tenant_id: uuid.UUID, subject_id: str, session_id: str) -> str:
+    return f"loopmem:recall_history:{tenant_id}:{subject_id}:{session_id}"
+
+
+def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, ids: Iterable[str]) -> set[str]:
+    """Which of `ids` this session was shown within the TTL (empty without a session)."""
+    wanted = list(ids)
+    if not session_id or not wanted:
+        return set()
+    try:
+        client = _redis_client()
+        key = _key(tenant_id, subject_id, session_id)
+        now = time.time()
+        scores = client.zmscore(key, wanted)
+    except (redis.RedisError, OSError) as exc:
+        logger.warning("recall history unavailable, containment skipped (%s)", exc)
+        return set()
+    return {i for i, expiry in zip(wanted, scores, strict=True) if expiry is not None and expiry > now}
+
+
+def mark_shown(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, ids: Iterable[str]) -> None:
+    """Remember that this session was shown `ids` (each entry expires after the history TTL)."""
+    shown = list(ids)
+    if not session_id or not shown:
+        return
+    ttl = settings.RECALL_HISTORY_TTL_SECONDS
+    expiry = time.time() + ttl
+    key = _key(tenant_id, subject_id, session_id)
+    try:
+        pipe = _redis_client().pipeline()
+        pipe.zadd(key, dict.fromkeys(shown, expiry))
+        pipe.zremrangebyscore(key, "-inf", time.time())  # forget what expired
+        pipe.expire(key, ttl)
+        pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        logger.warning("recall history unavailable, not recorded (%s)", exc)

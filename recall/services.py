@@ -1,0 +1,377 @@
+"""Merged recall (reference §4.6): memory and knowledge in one ranked, diversified, explained answer.
+
+The query is embedded once and shared by both halves. Knowledge candidates are over-fetched and reduced by the
+diversity selector; the merged order is deterministic (score DESC, source, id ASC), so an unchanged corpus renders
+a byte-identical list. A half that cannot run degrades; it never turns the call into a 5xx.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DatabaseError
+
+from knowledge import ledger
+from knowledge.diversity import Candidate, DiversityConfig, DiversityStats, select
+from knowledge.models import Article
+from knowledge.selectors import QueryEmbedding, SearchHit, SearchResult, article_diversity_vectors, knowledge_search
+from knowledge.visibility import Viewer
+from loopmem import embeddings
+from loopmem.errors import (
+    HeavyReadOverloaded,
+    InvalidArticleIds,
+    InvalidRecallId,
+    NotSurfaced,
+    RecordingFailed,
+    TooManyArticleIds,
+)
+from loopmem.models import Tenant
+from loopmem.params import clamp
+from loopmem.scope import Scope
+from memory.models import Memory
+from memory.selectors import RecallResult, recall_by_vector, recall_fallback
+from projects.selectors import project_in_tenant
+from recall import history
+from recall.confidence import answer_confidence
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+UNRUNNABLE_KNOWLEDGE = ("empty_query", "invalid_weights", "bad_request", "request_error")
+
+
+def tokens_estimate(text: str) -> int:
+    """ceil(bytes / 4): an estimate of what pasting the text costs, never a tokenizer count."""
+    return math.ceil(len(text.encode()) / 4)
+
+
+@dataclass
+class MergedItem:
+    """One row of the merged list: a memory or a knowledge article, with its ledger fields."""
+
+    source: str  # "knowledge" | "memory"
+    id: str
+    score: float | None
+    selection_reason: str
+    tokens_estimate: int
+    memory: Memory | None = None
+    hit: SearchHit | None = None
+    rank: int = 0
+
+    @property
+    def merge_key(self) -> tuple[float, str, str]:
+        return (-(self.score or 0.0), self.source, self.id)
+
+
+@dataclass
+class KnowledgeHalf:
+    """The knowledge half: the search that ran (or why it could not), and the diversified selection."""
+
+    result: SearchResult | None
+    degraded: bool
+    fallback_reason: str | None
+    pool: list[MergedItem] = field(default_factory=list)
+    selected: list[MergedItem] = field(default_factory=list)
+    diversity: DiversityStats | None = None
+
+
+@dataclass
+class RecallContext:
+    recall_id: uuid.UUID
+    query: str
+    project_id: uuid.UUID | None
+    limit: int
+    memory: RecallResult
+    knowledge: KnowledgeHalf
+    items: list[MergedItem]
+    memory_items: list[MergedItem]
+    degraded: bool
+    degraded_reason: str | None
+    search_mode: str | None
+    answer_confidence: str
+    tokens_selected: int
+    tokens_candidates: int
+
+
+def recall_context(
+    *,
+    scope: Scope,
+    viewer: Viewer,
+    tenant: Tenant,
+    api_key_id: uuid.UUID,
+    query: str,
+    limit: int | None = None,
+    session_id: str | None = None,
+    diversity: dict[str, Any] | None = None,
+) -> RecallContext:
+    """Run both halves and merge them. `query` is already validated and trimmed by the caller."""
+    limit = clamp(limit if limit is not None else DEFAULT_LIMIT, 1, MAX_LIMIT)
+    config = DiversityConfig.from_settings(**(diversity or {}))
+    recall_id = uuid.uuid4()
+    embedding = _embed_once(tenant, query)
+
+    memory_result = _memory_half(scope, query, limit, embedding)
+    memory_items = [_memory_item(hit.memory, hit.score, memory_result.fallback) for hit in memory_result.hits]
+    knowledge = _knowledge_half(
+        viewer, scope, query, embedding, config, limit=limit, recall_id=recall_id, session_id=session_id
+    )
+
+    eligible = sorted([*memory_items, *knowledge.selected], key=lambda item: item.merge_key)
+    merged = eligible[:limit]
+    for rank, item in enumerate(merged, start=1):
+        item.rank = rank
+
+    surfaced = [item.hit.article for item in merged if item.hit is not None]
+    ledger_ok = ledger.access_record_surfacing(
+        tenant_id=scope.tenant_id,
+        api_key_id=api_key_id,
+        search_id=recall_id,
+        query=query,
+        articles=surfaced,
+        project_id=scope.project_id,
+        extra_metadata={"recall": True},
+    )
+    if config.enabled:
+        published = [str(a.id) for a in surfaced if a.status == Article.Status.PUBLISHED]
+        history.mark_shown(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=published)
+
+    degraded_reason, search_mode = _degradation(memory_result, knowledge)
+    if not ledger_ok:
+        degraded_reason, search_mode = "recall_ledger_unavailable", None
+    degraded = (
+        knowledge.degraded
+        or memory_result.reason in ("embedding_dimension_mismatch", "heavy_read_overloaded")
+        or not ledger_ok
+    )
+    merged_knowledge = [item for item in merged if item.source == "knowledge"]
+    return RecallContext(
+        recall_id=recall_id,
+        query=query,
+        project_id=scope.project_id,
+        limit=limit,
+        memory=memory_result,
+        knowledge=knowledge,
+        items=merged,
+        memory_items=memory_items,
+        degraded=degraded,
+        degraded_reason=degraded_reason,
+        search_mode=search_mode,
+        answer_confidence=answer_confidence(
+            knowledge_scores=[item.score for item in merged_knowledge],
+            knowledge_ids=[item.id for item in merged_knowledge],
+            curated_article_id=None,  # this slice of the wiki has no curated resolver: separation decides
+        ),
+        tokens_selected=sum(item.tokens_estimate for item in merged),
+        tokens_candidates=sum(item.tokens_estimate for item in eligible),
+    )
+
+
+def _embed_once(tenant: Tenant, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:
+    try:
+        [vector], model_id = embeddings.embed_texts(tenant, [query])
+    except embeddings.EmbeddingFailure as failure:
+        return failure
+    return QueryEmbedding(vector=vector, model_id=model_id)
+
+
+def _memory_half(
+    scope: Scope, query: str, k: int, embedding: QueryEmbedding | embeddings.EmbeddingFailure
+) -> RecallResult:
+    try:
+        if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
+            return RecallResult(hits=[], k=k, fallback=True, reason=embedding.tag)
+        if isinstance(embedding, embeddings.EmbeddingFailure):
+            return recall_fallback(scope=scope, query=query, k=k, include_superseded=False, reason=embedding.tag)
+        return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k)
+    except HeavyReadOverloaded:
+        # On merged recall a shed read degrades the memory half instead of failing the call.
+        return RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")
+
+
+def _memory_item(memory: Memory, score: float | None, fallback: bool) -> MergedItem:
+    return MergedItem(
+        source="memory",
+        id=str(memory.id),
+        score=score,
+        selection_reason="ilike_fallback" if fallback else "semantic",
+        tokens_estimate=tokens_estimate(memory.text),
+        memory=memory,
+    )
+
+
+def _knowledge_half(
+    viewer: Viewer,
+    scope: Scope,
+    query: str,
+    embedding: QueryEmbedding | embeddings.EmbeddingFailure,
+    config: DiversityConfig,
+    *,
+    limit: int,
+    recall_id: uuid.UUID,
+    session_id: str | None,
+) -> KnowledgeHalf:
+    try:
+        result = knowledge_search(
+            viewer=viewer,
+            query=query,
+            mode="combined",
+            embedding=embedding,
+            project_id=scope.project_id,
+            limit=config.pool_size(limit),
+            status=Article.Status.PUBLISHED,
+            search_id=recall_id,
+        )
+    except HeavyReadOverloaded:
+        return KnowledgeHalf(result=None, degraded=True, fallback_reason="heavy_read_overloaded")
+    except Exception:
+        logger.exception("knowledge half of recall %s failed", recall_id)
+        return KnowledgeHalf(result=None, degraded=True, fallback_reason="request_error")
+    half = KnowledgeHalf(result=result, degraded=result.fallback, fallback_reason=result.fallback_reason)
+    half.pool = [_knowledge_item(hit, degraded=half.degraded) for hit in result.hits]
+    half.selected, half.diversity = _diversify(viewer, scope, half.pool, config, limit=limit, session_id=session_id)
+    half.selected.sort(key=lambda item: item.merge_key)
+    return half
+
+
+def _knowledge_item(hit: SearchHit, *, degraded: bool) -> MergedItem:
+    if hit.similarity is not None:
+        score = hit.similarity
+    elif hit.relevance is not None:
+        score = hit.relevance / (hit.relevance + 1)  # squash the keyword relevance into [0, 1)
+    else:
+        score = 0.0
+    if degraded:
+        reason = "keyword_fallback"
+    elif hit.relevance is not None and hit.similarity is not None:
+        reason = "keyword+semantic"
+    elif hit.relevance is not None:
+        reason = "keyword"
+    elif hit.similarity is not None:
+        reason = "semantic"
+    else:
+        reason = "unscored"
+    snippet = getattr(hit.article, "snippet", None)
+    return MergedItem(
+        source="knowledge",
+        id=str(hit.article.id),
+        score=score,
+        selection_reason=reason,
+        tokens_estimate=tokens_estimate(snippet or hit.article.title or ""),
+        hit=hit,
+    )
+
+
+def _diversify(
+    viewer: Viewer,
+    scope: Scope,
+    pool: list[MergedItem],
+    config: DiversityConfig,
+    *,
+    limit: int,
+    session_id: str | None,
+) -> tuple[list[MergedItem], DiversityStats]:
+    ids = [item.id for item in pool]
+    seen = history.shown_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=ids)
+    vectors = (
+        article_diversity_vectors(viewer=viewer, article_ids=[uuid.UUID(i) for i in ids]) if config.enabled else {}
+    )
+    candidates = []
+    for item in pool:
+        found = vectors.get(uuid.UUID(item.id))
+        candidates.append(
+            Candidate(
+                id=item.id,
+                score=item.score or 0.0,
+                content_hash=found.content_hash if found else None,
+                vector=found.vector if found else None,
+            )
+        )
+    chosen, stats = select(candidates, limit, config, exclude_ids=seen)
+    by_id = {item.id: item for item in pool}
+    return [by_id[c.id] for c in chosen], stats
+
+
+def _degradation(memory: RecallResult, knowledge: KnowledgeHalf) -> tuple[str | None, str | None]:
+    """(degraded_reason, search_mode override) by the reference's precedence (§4.6 step 13)."""
+    if knowledge.fallback_reason in UNRUNNABLE_KNOWLEDGE:
+        return knowledge.fallback_reason, None
+    if memory.reason == "embedding_dimension_mismatch":
+        return memory.reason, None
+    if memory.reason == "heavy_read_overloaded":
+        return "heavy_read_overloaded", None
+    if knowledge.degraded:
+        mode = knowledge.result.search_mode if knowledge.result is not None else None
+        return knowledge.fallback_reason or "knowledge_degraded", mode
+    return None, None
+
+
+MAX_REFERENCED = 50
+
+
+@dataclass(frozen=True)
+class Referenced:
+    recall_id: uuid.UUID
+    article_ids: list[str]
+    recorded: int
+
+
+def recall_referenced(
+    *,
+    tenant_id: uuid.UUID,
+    api_key_id: uuid.UUID,
+    recall_id: str,
+    article_ids: object,
+    project_id: uuid.UUID | None = None,
+) -> Referenced:
+    """Record that the client used articles a recall surfaced (reference §2.8): the third funnel stage.
+
+    A client assertion, so it is bounded: only ids this recall surfaced in the caller's tenant are accepted,
+    and any other id refuses the whole call. An unknown or foreign recall surfaced nothing: the same 422.
+    """
+    parsed_recall = _canonical_uuid(recall_id)
+    if parsed_recall is None:
+        raise InvalidRecallId()
+    if not isinstance(article_ids, list) or not article_ids:
+        raise InvalidArticleIds()
+    if len(article_ids) > MAX_REFERENCED:
+        raise TooManyArticleIds(details={"max": MAX_REFERENCED, "given": len(article_ids)})
+    ids = [_canonical_uuid(value) if isinstance(value, str) else None for value in article_ids]
+    if any(i is None for i in ids):
+        raise InvalidArticleIds()
+    wanted = list(dict.fromkeys(str(i) for i in ids))
+    try:
+        surfaced = ledger.surfaced_article_ids(tenant_id=tenant_id, search_id=parsed_recall)
+    except DatabaseError as exc:
+        raise RecordingFailed() from exc
+    missing = [i for i in wanted if i not in surfaced]
+    if missing:
+        raise NotSurfaced(
+            f"These article ids were not surfaced by recall {parsed_recall}: {', '.join(missing)}",
+            details={"article_ids": missing},
+        )
+    if project_id is not None and project_in_tenant(tenant_id=tenant_id, project_id=project_id) is None:
+        project_id = None  # attribution only: a foreign or unknown project is dropped, never an error
+    if not ledger.access_record_referenced(
+        tenant_id=tenant_id,
+        api_key_id=api_key_id,
+        recall_id=parsed_recall,
+        article_ids=[uuid.UUID(i) for i in wanted],
+        project_id=project_id,
+    ):
+        raise RecordingFailed()
+    return Referenced(recall_id=parsed_recall, article_ids=wanted, recorded=len(wanted))
+
+
+def _canonical_uuid(value: str) -> uuid.UUID | None:
+    text = value.strip()
+    if len(text) != 36:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
