@@ -187,6 +187,26 @@ class RecordingFailed(DomainError):
     status, code, default_message = 500, "recording_failed", "The references could not be recorded; retry"
 
 
+class InvalidMemoryId(DomainError):
+    status, code, default_message = (
+        422,
+        "invalid_memory_id",
+        "The `memory_id` field is required and must be a valid memory UUID.",
+    )
+
+
+class InvalidReScope(DomainError):
+    status, code, default_message = 422, "invalid_re_scope", '`re_scope` must be "inherit" or "global".'
+
+
+class AlreadyGraduated(DomainError):
+    status, code, default_message = (
+        409,
+        "already_graduated",
+        "This memory already graduated into another scope; its article cannot be re-scoped.",
+    )
+
+
 class RateLimited(DomainError):
     """Too many requests; `retry_after` seconds until the window resets."""
 

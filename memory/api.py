@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -11,14 +12,15 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from knowledge.serializers import ArticleSummaryOut
 from loopmem.auth import principal_of
-from loopmem.errors import InvalidQuery, MissingSessionId, ValidationFailed
+from loopmem.errors import InvalidMemoryId, InvalidQuery, InvalidReScope, MissingSessionId, ValidationFailed
 from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
 from loopmem.params import lenient_int, truthy
 from loopmem.scope import scope_for
-from memory import promotion, selectors, services, sessions
+from memory import graduation, promotion, selectors, services, sessions
 from memory.selectors import RecallResult
 from memory.serializers import MemoryOut, RememberIn, SessionTurnIn, SessionTurnOut, validate_session_id
 from projects.project_ids import parse_project_id
@@ -129,14 +131,36 @@ class MemoryViewSet(viewsets.ViewSet):
             raise InvalidQuery()
         principal = principal_of(request)
         scope = scope_for(principal, project_id=project_id)
+        include_superseded = truthy(body.get("include_superseded"))
         result = selectors.memory_recall(
             scope=scope,
             tenant=principal.require_tenant(),
             query=query,
             limit=lenient_int(body.get("limit"), selectors.DEFAULT_RECALL_K),
-            include_superseded=truthy(body.get("include_superseded")),
+            include_superseded=include_superseded,
         )
+        services.memory_note_recalled(tenant_id=scope.tenant_id, result=result, include_superseded=include_superseded)
         return Response(recall_envelope(result))
+
+    @extend_schema(request=None, responses={200: None, 201: None})
+    @action(detail=False, methods=["post"])
+    def graduate(self, request: Request) -> Response:
+        """Propose one of your memories as an owner-visible knowledge article, through the novelty gate."""
+        body = _body(request)
+        memory_id, re_scope = body.get("memory_id"), body.get("re_scope")
+        # Input is checked before the scope is resolved.
+        if not isinstance(memory_id, str) or not _is_canonical_uuid(memory_id.strip()):
+            raise InvalidMemoryId()
+        if re_scope not in (None, "inherit", "global"):
+            raise InvalidReScope()
+        proposal = graduation.memory_graduate(
+            scope=scope_for(principal_of(request)), memory_id=memory_id.strip(), re_scope=re_scope or "inherit"
+        )
+        article = ArticleSummaryOut(proposal.article).data if proposal.article is not None else None
+        return Response(
+            {"data": {"verdict": proposal.verdict, "created": proposal.created, "article": article}},
+            status=status.HTTP_201_CREATED if proposal.created else status.HTTP_200_OK,
+        )
 
 
 def recall_envelope(result: RecallResult) -> dict[str, Any]:
@@ -156,6 +180,13 @@ def recall_envelope(result: RecallResult) -> dict[str, Any]:
             meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
     meta["outcome"] = outcome_for(meta, count=len(data))
     return {"data": data, "meta": meta}
+
+
+def _is_canonical_uuid(value: str) -> bool:
+    try:
+        return len(value) == 36 and bool(uuid.UUID(value))
+    except ValueError:
+        return False
 
 
 def _body(request: Request) -> dict[str, Any]:

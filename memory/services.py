@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from loopmem import embeddings
@@ -259,3 +259,59 @@ def memory_embedding_sweep(*, max_per_tenant: int = 500) -> BackfillReport:
         report = memory_backfill_embeddings(tenant=tenant, limit=max_per_tenant, settled_before=settled_before)
         total.merge(report)
     return total
+
+
+# --- Hotness: the recall bump (reference §4.5) -------------------------------------------------------------
+
+
+def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_superseded: bool) -> None:
+    """Count a healthy semantic recall towards graduation: at most once per memory per cooldown.
+
+    Only results scoring ≥ the bump floor count; the fallback and include_superseded reads never do. Redis
+    pre-filters the cooldown; the conditional UPDATE is the real guard. Off the request path (a Celery task)
+    unless RECALL_BUMP_MODE is "sync"; if it cannot be enqueued it is dropped, never blocking the recall.
+    """
+    if result.fallback or include_superseded:
+        return
+    ids = [str(hit.memory.id) for hit in result.hits if (hit.score or 0.0) >= settings.RECALL_BUMP_MIN_SCORE]
+    ids = [i for i in ids if _bump_admitted(tenant_id, i)]
+    if not ids:
+        return
+    if settings.RECALL_BUMP_MODE == "sync":
+        memory_bump_recall_counts(tenant_id=tenant_id, memory_ids=ids)
+        return
+    from memory.tasks import bump_recall_counts_task
+
+    try:
+        bump_recall_counts_task.apply_async(args=[str(tenant_id), ids], retry=False)
+    except Exception:
+        logger.warning("recall bump dropped for %d memories (broker unavailable)", len(ids), exc_info=True)
+
+
+def _bump_admitted(tenant_id: uuid.UUID, memory_id: str) -> bool:
+    from django.core.cache import cache
+
+    try:
+        return bool(cache.add(f"bump:{tenant_id}:{memory_id}", 1, settings.RECALL_BUMP_COOLDOWN_SECONDS))
+    except Exception:
+        return True  # fail open: the conditional UPDATE still enforces the cooldown
+
+
+def memory_bump_recall_counts(*, tenant_id: uuid.UUID, memory_ids: list[str]) -> int:
+    """recall_count + 1 and last_recalled_at = now, for memories not bumped within the cooldown; bad ids ignored."""
+    ids = []
+    for value in memory_ids:
+        try:
+            ids.append(uuid.UUID(str(value)))
+        except ValueError:
+            continue
+    if not ids:
+        return 0
+    now = timezone.now()
+    cooled = now - timedelta(seconds=settings.RECALL_BUMP_COOLDOWN_SECONDS)
+    return (
+        Memory.objects.for_tenant(tenant_id)
+        .filter(id__in=ids)
+        .filter(Q(last_recalled_at__isnull=True) | Q(last_recalled_at__lt=cooled))
+        .update(recall_count=F("recall_count") + 1, last_recalled_at=now)
+    )

@@ -83,3 +83,19 @@ def promotion_eval_task() -> int:
         promotion_eval(tenant=tenant)
         scored += 1
     return scored
+
+
+@shared_task(base=DjangoTask, ignore_result=True)
+def bump_recall_counts_task(tenant_id: str, memory_ids: list[str]) -> int:
+    """Count recalls towards graduation, off the request path."""
+    import uuid
+
+    return services.memory_bump_recall_counts(tenant_id=uuid.UUID(tenant_id), memory_ids=memory_ids)
+
+
+@shared_task(base=DjangoTask)
+def graduation_sweep_task(max_per_run: int | None = None) -> dict[str, int]:
+    """Hourly: graduate the hottest memories (recalled ≥ 3 times), fairly across tenants."""
+    from memory.graduation import memory_graduation_sweep
+
+    return memory_graduation_sweep(max_per_run=max_per_run)

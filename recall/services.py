@@ -34,6 +34,7 @@ from loopmem.params import clamp
 from loopmem.scope import Scope
 from memory.models import Memory
 from memory.selectors import RecallResult, recall_by_vector, recall_fallback
+from memory.services import memory_note_recalled
 from projects.selectors import project_in_tenant
 from recall import history
 from recall.confidence import answer_confidence
@@ -116,6 +117,7 @@ def recall_context(
     embedding = _embed_once(tenant, query)
 
     memory_result = _memory_half(scope, query, limit, embedding)
+    memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
     memory_items = [_memory_item(hit.memory, hit.score, memory_result.fallback) for hit in memory_result.hits]
     knowledge = _knowledge_half(
         viewer, scope, query, embedding, config, limit=limit, recall_id=recall_id, session_id=session_id

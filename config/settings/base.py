@@ -210,6 +210,15 @@ KNOWLEDGE_SEARCH_EXACT_MAX_ROWS = env_int("LOOPMEM_KNOWLEDGE_SEARCH_EXACT_MAX_RO
 # Retrieval metrics (reference §4.17): a get within this window after a search row counts as followed through.
 KNOWLEDGE_METRICS_WINDOW_SECONDS = env_int("LOOPMEM_KNOWLEDGE_METRICS_WINDOW_SECONDS", 1800)
 
+# --- Graduation and the recall bump (reference §3.2, §3.5) ----------------------------------------------
+RECALL_BUMP_MIN_SCORE = env_float("LOOPMEM_RECALL_BUMP_MIN_SCORE", 0.6)
+RECALL_BUMP_COOLDOWN_SECONDS = env_int("LOOPMEM_RECALL_BUMP_COOLDOWN_SECONDS", 3600)
+# "async": a Celery task off the request path (dropped, never blocking, when the broker is down); "sync": inline.
+RECALL_BUMP_MODE = env_str("LOOPMEM_RECALL_BUMP_MODE", "async")
+GRADUATION_RECALL_THRESHOLD = env_int("LOOPMEM_GRADUATION_RECALL_THRESHOLD", 3)
+GRADUATION_MAX_PER_RUN = env_int("LOOPMEM_GRADUATION_MAX_PER_RUN", 50)
+GRADUATION_SCAN_LIMIT = env_int("LOOPMEM_GRADUATION_SCAN_LIMIT", 500)
+
 # --- Merged recall (reference §3.3) ----------------------------------------------------------------------
 RECALL_DIVERSITY_ENABLED = env_bool("LOOPMEM_RECALL_DIVERSITY_ENABLED", True)
 RECALL_DIVERSITY_LAMBDA = env_float("LOOPMEM_RECALL_DIVERSITY_LAMBDA", 0.7)

@@ -3,11 +3,12 @@ from dataclasses import asdict
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
+from memory.graduation import memory_graduation_sweep
 from memory.promotion import promotion_sweep
 from memory.services import memory_embedding_sweep
 from memory.sessions import session_prune
 
-SWEEPS = ("embedding", "prune", "promotion")
+SWEEPS = ("embedding", "prune", "promotion", "graduation")
 
 
 class Command(OperatorCommand):
@@ -15,8 +16,17 @@ class Command(OperatorCommand):
 
     def add_command_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("sweep", choices=SWEEPS)
+        parser.add_argument("--max-per-run", type=int, help="graduation: at most this many memories")
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
+        if options["sweep"] == "graduation":
+            tally = memory_graduation_sweep(max_per_run=options["max_per_run"])
+            return {"sweep": "graduation", **tally}, (
+                f"graduation sweep: {tally['graduated']} of {tally['candidates']} candidate(s) graduated "
+                f"({tally['created']} created, {tally['duplicate'] + tally['deduplicated']} duplicate, "
+                f"{tally['skipped_low_novelty']} low novelty, {tally['gate_unavailable']} gate unavailable, "
+                f"{tally['structural_error'] + tally['error']} failed)"
+            )
         if options["sweep"] == "promotion":
             swept = promotion_sweep()
             summary = {"sweep": "promotion", **asdict(swept)}
