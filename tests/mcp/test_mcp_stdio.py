@@ -171,3 +171,33 @@ def test_tool_errors_carry_the_code_and_message_and_no_trace(agent, tmp_path):
     anyio.run(scenario)
 
     assert "Traceback" not in (tmp_path / "mcp.log").read_text()
+
+
+@live_db
+def test_recall_context_referenced_graduate_and_knowledge_search_over_stdio(agent, tenant, tmp_path):
+    from tests.recall.conftest import article
+
+    shared = article(tenant, "Deploy runbook", "How to deploy the shop and roll it back.")
+
+    async def scenario() -> None:
+        async with mcp_over_stdio(agent, tmp_path / "mcp.log") as client:
+            memory = (await call(client, "memory_remember", text="Deploys of the shop need a green canary first"))[
+                "data"
+            ]
+            await embed(memory["id"])
+
+            merged = await call(client, "recall_context", query="how do I deploy the shop", session_id="task-9")
+            sources = {item["source"] for item in merged["data"]}
+            assert sources == {"memory", "knowledge"}
+            recall_id = merged["meta"]["recall_id"]
+            referenced = await call(client, "recall_referenced", recall_id=recall_id, article_ids=[str(shared.id)])
+            assert referenced["data"]["recorded"] == 1
+
+            found = await call(client, "knowledge_search", query="roll back", mode="keyword")
+            assert [row["id"] for row in found["data"]] == [str(shared.id)]
+
+            graduated = await call(client, "memory_graduate", memory_id=memory["id"])
+            assert (graduated["data"]["verdict"], graduated["data"]["created"]) == ("created", True)
+            assert graduated["data"]["article"]["visibility"] == "owner"
+
+    anyio.run(scenario)
