@@ -1,0 +1,449 @@
+"""Deterministic synthetic memory corpora for the recall scale test and the recall benchmark.
+
+Vectors are synthetic unit vectors (numpy, seeded), but every *query* vector is the `hashing` provider's
+embedding of a query text, and rows carry the hashing model id. So one corpus can be read both through
+`recall_by_vector` with a precomputed vector and through POST /api/v1/memory/recall, which embeds the text.
+
+Rows are bulk-loaded with COPY. The partial HNSW index is dropped before the load and rebuilt after it:
+inserting 10^5 rows into a live HNSW graph costs far more than one build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Index
+from django.utils import timezone
+
+from loopmem import embeddings
+from memory.models import Memory
+
+Vectors = npt.NDArray[np.float32]
+
+HASHING_MODEL_ID = embeddings.EmbedderSpec(provider="hashing", model=embeddings.DEFAULT_MODELS["hashing"]).model_id
+HNSW_INDEX_NAME = "memories_live_hnsw_idx"
+# The graph of 200k x 1536-dim vectors is ~1.4 GB; a build that spills past maintenance_work_mem is far slower.
+INDEX_BUILD_MEMORY = "2GB"
+CHUNK_ROWS = 2_000
+DEFAULT_SEED = 20_240_611
+
+NEEDLE_SUBJECT = "needle"
+NEEDLE_ROWS = 50
+HAYSTACK_SUBJECTS = 400
+# Wider than the reference's pool (100 for k=10) and than hnsw.ef_search (100): a read that filters the
+# subject only after the index has returned its candidates sees nothing but decoys.
+DEFAULT_DECOYS = 200
+
+# Diluted corpus: every query direction is the hub of at least this many foreign rows, so each subject's own
+# rows rank below the global top 500.
+HUB_ROWS = 600
+GROUP_TOKENS = 8
+SUBJECT_TOKENS = 2
+NOISE_WEIGHT = 0.5
+
+COPY_SQL = (
+    "COPY memories (id, tenant_id, subject_id, text, embedding, embedding_model, embedding_content_hash,"
+    " confidence, source, tags, metadata, recall_count, inserted_at, updated_at) FROM STDIN"
+)
+
+Progress = Callable[[int], None]
+Phase = Callable[[str], None]
+
+
+def _no_progress(_: int) -> None:
+    """Default progress sink: report nothing."""
+
+
+def _no_phase(_: str) -> None:
+    """Default phase sink: report nothing."""
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """What loading a corpus cost."""
+
+    rows: int
+    dimensions: int
+    copy_seconds: float
+    index_seconds: float
+
+
+@dataclass(frozen=True)
+class NeedleCorpus:
+    """Reference §7 item 30: one needle subject, a haystack, and a decoy band nearest to the needle's query."""
+
+    tenant_id: uuid.UUID
+    rows: int
+    model_id: str
+    query_text: str
+    query_vector: list[float]
+    needle_ids: frozenset[uuid.UUID]
+    needle_top_ids: tuple[uuid.UUID, ...]  # by design, nearest first (the needle's exact top 10)
+    decoy_ids: frozenset[uuid.UUID]
+    load: LoadStats
+    subject_id: str = NEEDLE_SUBJECT
+    haystack_subjects: int = HAYSTACK_SUBJECTS
+
+
+@dataclass(frozen=True)
+class DilutedCorpus:
+    """N rows over M subjects where each subject's own nearest rows lie outside the global top 500."""
+
+    tenant_id: uuid.UUID
+    rows: int
+    subjects: tuple[str, ...]
+    group_size: int
+    model_id: str
+    load: LoadStats
+
+    def query_text(self, subject: str) -> str:
+        return diluted_query_text(self.subjects.index(subject), self.group_size, len(self.subjects))
+
+    def query_vector(self, subject: str) -> list[float]:
+        return [float(x) for x in query_vector(self.query_text(subject))]
+
+
+# --- Query vectors ---------------------------------------------------------------------------------------
+
+
+def query_vector(text: str) -> Vectors:
+    """The hashing provider's embedding of `text`, zero-padded to the column: what the endpoint computes."""
+    [raw] = embeddings.HashingEmbedder().embed([text])
+    return np.asarray(embeddings.pad(raw, settings.EMBEDDING_DIMENSIONS), dtype=np.float32)
+
+
+def needle_query_text() -> str:
+    # Tokens no other text of the corpus uses: its hashing features belong to the needle query alone.
+    return " ".join(f"needlequery{i}" for i in range(16))
+
+
+def group_count(subjects: int, group_size: int) -> int:
+    return max(1, subjects // group_size)
+
+
+def diluted_group_of(subject: int, group_size: int, subjects: int) -> int:
+    # The trailing partial group joins the last full one, so every hub keeps at least group_size subjects.
+    return min(subject // group_size, group_count(subjects, group_size) - 1)
+
+
+def diluted_group_text(group: int) -> str:
+    return " ".join(f"g{group}w{i}" for i in range(GROUP_TOKENS))
+
+
+def diluted_query_text(subject: int, group_size: int, subjects: int) -> str:
+    """Group tokens plus the subject's own: the query points at its group's center, with a subject-own part."""
+    group = diluted_group_of(subject, group_size, subjects)
+    own = " ".join(f"s{subject}u{i}" for i in range(SUBJECT_TOKENS))
+    return f"{diluted_group_text(group)} {own}"
+
+
+def diluted_subject(subject: int) -> str:
+    return f"subject-{subject:05d}"
+
+
+# --- Geometry --------------------------------------------------------------------------------------------
+
+
+def _unit_rows(rng: np.random.Generator, count: int, dimensions: int) -> Vectors:
+    noise = rng.standard_normal((count, dimensions), dtype=np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    return noise
+
+
+def _at_cosine(query: Vectors, cosines: Vectors, noise: Vectors) -> Vectors:
+    """Unit rows whose cosine to the unit `query` is exactly `cosines` (noise made orthogonal to the query)."""
+    orthogonal = noise - np.outer(noise @ query, query)
+    orthogonal /= np.linalg.norm(orthogonal, axis=1, keepdims=True)
+    sines = np.sqrt(1.0 - cosines**2)
+    rows: Vectors = (cosines[:, None] * query[None, :] + sines[:, None] * orthogonal).astype(np.float32)
+    return rows
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Rows in logical order (index = id seed) plus the order they are inserted in."""
+
+    subjects: Sequence[str]
+    subject_of: npt.NDArray[np.int64]
+    texts: Callable[[int], str]
+    vectors: Callable[[npt.NDArray[np.int64], np.random.Generator], Vectors]
+    insert_order: npt.NDArray[np.int64]
+
+    @property
+    def rows(self) -> int:
+        return len(self.subject_of)
+
+
+def _needle_plan(rows: int, decoys: int, seed: int) -> tuple[_Plan, Vectors, npt.NDArray[np.float32]]:
+    if rows < NEEDLE_ROWS + decoys + HAYSTACK_SUBJECTS:
+        raise ValueError(f"a needle corpus needs at least {NEEDLE_ROWS + decoys + HAYSTACK_SUBJECTS} rows")
+    rng = np.random.default_rng(seed)
+    query = query_vector(needle_query_text())
+    # Logical layout: needle rows, then decoys, then haystack. Cosines are spaced far above float rounding, so
+    # the exact top 10 is known by design and has no near-ties.
+    cosines = np.zeros(rows, dtype=np.float32)
+    cosines[:NEEDLE_ROWS] = rng.permutation(np.linspace(0.45, 0.70, NEEDLE_ROWS, dtype=np.float32))
+    cosines[NEEDLE_ROWS : NEEDLE_ROWS + decoys] = rng.permutation(np.linspace(0.80, 0.95, decoys, dtype=np.float32))
+    subjects = [NEEDLE_SUBJECT, *(f"haystack-{i:03d}" for i in range(HAYSTACK_SUBJECTS))]
+    subject_of = np.zeros(rows, dtype=np.int64)
+    subject_of[NEEDLE_ROWS:] = 1 + rng.integers(0, HAYSTACK_SUBJECTS, rows - NEEDLE_ROWS)
+
+    def vectors(logical: npt.NDArray[np.int64], chunk_rng: np.random.Generator) -> Vectors:
+        noise = _unit_rows(chunk_rng, len(logical), len(query))
+        near = cosines[logical] > 0
+        out = noise
+        out[near] = _at_cosine(query, cosines[logical][near], noise[near])
+        return out
+
+    def text(logical: int) -> str:
+        kind = "needle" if logical < NEEDLE_ROWS else "decoy" if logical < NEEDLE_ROWS + decoys else "haystack"
+        return f"synthetic {kind} memory {logical}"
+
+    plan = _Plan(subjects, subject_of, text, vectors, rng.permutation(rows))
+    return plan, query, cosines
+
+
+def _diluted_plan(rows: int, subjects: int, seed: int) -> tuple[_Plan, int]:
+    per_subject = rows // subjects
+    if per_subject < 10:
+        raise ValueError("a diluted corpus needs at least 10 rows per subject")
+    group_size = math.ceil(HUB_ROWS / per_subject)
+    groups = group_count(subjects, group_size)
+    if groups < 2:
+        raise ValueError(f"a diluted corpus needs at least {2 * group_size} subjects at {per_subject} rows each")
+    rng = np.random.default_rng(seed)
+    centers = np.stack([query_vector(diluted_group_text(g)) for g in range(groups)])
+    queries = np.stack([query_vector(diluted_query_text(s, group_size, subjects)) for s in range(subjects)])
+    # A subject's rows sit on the *next* group's center (its hub), where they are foreign rows for every query
+    # of that group; its own query reaches them only through the weaker subject-own part.
+    hub_of = np.array([(diluted_group_of(s, group_size, subjects) + 1) % groups for s in range(subjects)])
+    subject_of = np.sort(np.arange(rows, dtype=np.int64) % subjects)
+    own_weight = rng.uniform(0.3, 0.6, rows).astype(np.float32)
+
+    def vectors(logical: npt.NDArray[np.int64], chunk_rng: np.random.Generator) -> Vectors:
+        owners = subject_of[logical]
+        noise = _unit_rows(chunk_rng, len(logical), queries.shape[1])
+        out = centers[hub_of[owners]] + own_weight[logical, None] * queries[owners] + NOISE_WEIGHT * noise
+        rows: Vectors = (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+        return rows
+
+    def text(logical: int) -> str:
+        return f"synthetic memory {logical} of {diluted_subject(int(subject_of[logical]))}"
+
+    names = [diluted_subject(s) for s in range(subjects)]
+    return _Plan(names, subject_of, text, vectors, rng.permutation(rows)), group_size
+
+
+# --- Loading ---------------------------------------------------------------------------------------------
+
+
+def row_id(tenant_id: uuid.UUID, logical: int) -> uuid.UUID:
+    """Deterministic per tenant, so two corpora in one database never collide."""
+    return uuid.uuid5(tenant_id, f"scale-row-{logical}")
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    # pgvector's text format; 6 significant digits keep a unit vector unit to ~1e-6 at a third of repr's size.
+    return "[" + ",".join(map("{:.6g}".format, values)) + "]"
+
+
+def _chunks(plan: _Plan, seed: int) -> Iterator[tuple[npt.NDArray[np.int64], Vectors]]:
+    for number, start in enumerate(range(0, plan.rows, CHUNK_ROWS)):
+        logical = plan.insert_order[start : start + CHUNK_ROWS]
+        yield logical, plan.vectors(logical, np.random.default_rng([seed, number]))
+
+
+def _copy_rows(tenant_id: uuid.UUID, plan: _Plan, model_id: str, seed: int, progress: Progress) -> None:
+    started = timezone.now() - timedelta(milliseconds=plan.rows)
+    with connection.cursor() as cursor, cursor.cursor.copy(COPY_SQL) as copy:
+        for logical, vectors in _chunks(plan, seed):
+            for logical_index, vector in zip(logical.tolist(), vectors.tolist(), strict=True):
+                copy.write_row(_row(tenant_id, plan, logical_index, vector, model_id, started))
+            progress(len(logical))
+
+
+def _row(
+    tenant_id: uuid.UUID, plan: _Plan, logical: int, vector: list[float], model_id: str, started: datetime
+) -> tuple[object, ...]:
+    text = plan.texts(logical)
+    at = started + timedelta(milliseconds=logical)
+    content_hash = hashlib.sha256(text.encode()).hexdigest()
+    subject = plan.subjects[int(plan.subject_of[logical])]
+    identity = (row_id(tenant_id, logical), tenant_id, subject, text, vector_literal(vector), model_id, content_hash)
+    # confidence, source, tags, metadata, recall_count, inserted_at, updated_at
+    defaults = (1.0, Memory.Source.EXPLICIT.value, "{}", "{}", 0, at, at)
+    return identity + defaults
+
+
+def _hnsw_index() -> Index:
+    for index in Memory._meta.indexes:
+        if isinstance(index, Index) and index.name == HNSW_INDEX_NAME:
+            return index
+    raise LookupError(f"Memory declares no index {HNSW_INDEX_NAME}")
+
+
+def drop_hnsw_index() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX_NAME}")
+
+
+def build_hnsw_index() -> float:
+    """(Re)create the partial HNSW index from the model's declaration; returns the build time in seconds."""
+    drop_hnsw_index()
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        # Session-level: the build must hold the whole graph in memory or it slows down sharply.
+        cursor.execute(f"SET maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
+        # Vectors live in TOAST, so the heap looks tiny and the planner would build on one process; allow workers.
+        cursor.execute("SET min_parallel_table_scan_size = 0")
+        try:
+            with connection.schema_editor() as editor:
+                editor.add_index(Memory, _hnsw_index())
+        finally:
+            cursor.execute("RESET maintenance_work_mem")
+            cursor.execute("RESET min_parallel_table_scan_size")
+    return time.perf_counter() - started
+
+
+def _load(
+    tenant_id: uuid.UUID, plan: _Plan, *, model_id: str, seed: int, progress: Progress, phase: Phase
+) -> LoadStats:
+    phase("dropping the HNSW index")
+    drop_hnsw_index()
+    copy_started = time.perf_counter()
+    try:
+        phase("loading rows (COPY)")
+        with transaction.atomic():
+            _copy_rows(tenant_id, plan, model_id, seed, progress)
+        copy_seconds = time.perf_counter() - copy_started
+    finally:
+        # Rebuilt even when the load fails: the rest of the database must not lose its index.
+        phase("building the HNSW index")
+        index_seconds = build_hnsw_index()
+    phase("analyzing")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories")
+    return LoadStats(
+        rows=plan.rows,
+        dimensions=settings.EMBEDDING_DIMENSIONS,
+        copy_seconds=copy_seconds,
+        index_seconds=index_seconds,
+    )
+
+
+# --- Ground truth ----------------------------------------------------------------------------------------
+
+
+class Neighbour(NamedTuple):
+    id: uuid.UUID
+    subject_id: str
+    distance: float
+
+
+def exact_neighbours(
+    *, tenant_id: uuid.UUID, vector: Sequence[float], k: int, subject_id: str | None = None
+) -> list[Neighbour]:
+    """True kNN among the tenant's (or one subject's) live rows, by SQL, independent of the recall code.
+
+    A MATERIALIZED CTE cannot feed an index-ordered scan, so the HNSW index never answers this: nothing is
+    approximate. Ties break by id, as the recall paths do.
+    """
+    subject_filter = "AND subject_id = %s" if subject_id is not None else ""
+    params: list[str | int] = [str(tenant_id), *([subject_id] if subject_id is not None else [])]
+    sql = f"""
+        WITH live AS MATERIALIZED (
+            SELECT id, subject_id, embedding FROM memories
+            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL {subject_filter}
+        )
+        SELECT id, subject_id, embedding <=> %s::vector AS distance FROM live ORDER BY distance, id LIMIT %s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, vector_literal(vector), k])
+        return [Neighbour(*row) for row in cursor.fetchall()]
+
+
+def rows_nearer(*, tenant_id: uuid.UUID, vector: Sequence[float], distance: float) -> int:
+    """How many of the tenant's live rows lie strictly nearer to `vector` than `distance` (exact)."""
+    sql = """
+        WITH live AS MATERIALIZED (
+            SELECT embedding FROM memories
+            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL
+        )
+        SELECT count(*) FROM live WHERE embedding <=> %s::vector < %s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [str(tenant_id), vector_literal(vector), distance])
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+# --- Entry points ----------------------------------------------------------------------------------------
+
+
+def build_needle_corpus(
+    *,
+    tenant_id: uuid.UUID,
+    rows: int = 80_000,
+    decoys: int = DEFAULT_DECOYS,
+    seed: int = DEFAULT_SEED,
+    progress: Progress = _no_progress,
+    phase: Phase = _no_phase,
+) -> NeedleCorpus:
+    """Load the needle corpus into `tenant_id`: needle, decoys and haystack interleaved in insertion order."""
+    plan, query, cosines = _needle_plan(rows, decoys, seed)
+    load = _load(tenant_id, plan, model_id=HASHING_MODEL_ID, seed=seed, progress=progress, phase=phase)
+    needle = range(NEEDLE_ROWS)
+    by_cosine = sorted(needle, key=lambda i: -float(cosines[i]))
+    return NeedleCorpus(
+        tenant_id=tenant_id,
+        rows=rows,
+        model_id=HASHING_MODEL_ID,
+        query_text=needle_query_text(),
+        query_vector=[float(x) for x in query],
+        needle_ids=frozenset(row_id(tenant_id, i) for i in needle),
+        needle_top_ids=tuple(row_id(tenant_id, i) for i in by_cosine[:10]),
+        decoy_ids=frozenset(row_id(tenant_id, i) for i in range(NEEDLE_ROWS, NEEDLE_ROWS + decoys)),
+        load=load,
+    )
+
+
+def build_diluted_corpus(
+    *,
+    tenant_id: uuid.UUID,
+    rows: int,
+    subjects: int,
+    seed: int = DEFAULT_SEED,
+    progress: Progress = _no_progress,
+    phase: Phase = _no_phase,
+) -> DilutedCorpus:
+    """Load the diluted corpus into `tenant_id`."""
+    plan, group_size = _diluted_plan(rows, subjects, seed)
+    load = _load(tenant_id, plan, model_id=HASHING_MODEL_ID, seed=seed, progress=progress, phase=phase)
+    return diluted_corpus_shape(tenant_id=tenant_id, rows=rows, subjects=subjects, load=load, group_size=group_size)
+
+
+def diluted_corpus_shape(
+    *, tenant_id: uuid.UUID, rows: int, subjects: int, load: LoadStats, group_size: int | None = None
+) -> DilutedCorpus:
+    """Describe an already-loaded diluted corpus (the benchmark's --reuse)."""
+    if group_size is None:
+        group_size = math.ceil(HUB_ROWS / (rows // subjects))
+    return DilutedCorpus(
+        tenant_id=tenant_id,
+        rows=rows,
+        subjects=tuple(diluted_subject(s) for s in range(subjects)),
+        group_size=group_size,
+        model_id=HASHING_MODEL_ID,
+        load=load,
+    )
