@@ -312,6 +312,13 @@ def _duplicate_title(holder: Article | None, *, visible: bool) -> DuplicateTitle
     return DuplicateTitle(details=details)
 
 
+def _title_taken(viewer: Viewer, title: str) -> DuplicateTitle:
+    """The 409 for a title the unique index refused, naming its holder when the viewer may see it."""
+    holder = _active_title_holder(viewer.tenant_id, title)
+    visible = holder is not None and Article.objects.visible_to(viewer).filter(id=holder.id).exists()
+    return _duplicate_title(holder, visible=visible)
+
+
 def _insert(
     viewer: Viewer, draft: _Draft, *, verdict: Verdict, vector: QueryEmbedding | None, score: float | None = None
 ) -> Proposal:
@@ -352,9 +359,7 @@ def _insert(
         if existing is not None:
             return Proposal(verdict="deduplicated", article=existing)
         if violated == _TITLE_INDEX:
-            holder = _active_title_holder(viewer.tenant_id, draft.title)
-            visible = holder is not None and Article.objects.visible_to(viewer).filter(id=holder.id).exists()
-            raise _duplicate_title(holder, visible=visible) from exc
+            raise _title_taken(viewer, draft.title) from exc
         raise
     return Proposal(verdict=verdict, article=article, score=score)
 
@@ -436,9 +441,7 @@ def article_update(
     except IntegrityError as exc:
         if _violated_constraint(exc) != _TITLE_INDEX or final_title is None:
             raise
-        holder = _active_title_holder(viewer.tenant_id, final_title)
-        visible = holder is not None and Article.objects.visible_to(viewer).filter(id=holder.id).exists()
-        raise _duplicate_title(holder, visible=visible) from exc
+        raise _title_taken(viewer, final_title) from exc
     return selectors.article_get(viewer=viewer, article_id=str(parsed))
 
 

@@ -12,6 +12,7 @@ from knowledge.models import Article
 from knowledge.selectors import QueryEmbedding
 from knowledge.services import Proposal
 from loopmem import embeddings
+from tests.conftest import error
 
 # Search and the novelty gate read on the `heavy_read` alias: a second connection that sees only committed data.
 heavy_db = pytest.mark.django_db(
@@ -19,6 +20,7 @@ heavy_db = pytest.mark.django_db(
 )
 
 MODEL = "hashing:v1"
+MISSING_KEY = error(401, "unauthorized", "A valid API key is required: send 'Authorization: Bearer <key>'")
 
 
 def vec(*components: float) -> list[float]:

@@ -11,7 +11,7 @@ from loopmem.errors import DuplicateTitle, ImpersonationTenantRequired, InvalidP
 from loopmem.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ArticleFactory, ProjectFactory
-from tests.knowledge.conftest import MODEL, create, heavy_db, propose
+from tests.knowledge.conftest import MISSING_KEY, MODEL, create, heavy_db, propose
 
 pytestmark = heavy_db
 
@@ -209,4 +209,4 @@ def test_a_superadmin_must_impersonate(client_for, superadmin_key, tenant):
 def test_a_missing_key_is_401(client_for):
     response = propose(client_for())
     assert response.status_code == 401
-    assert response.json()["error"]["code"] == "unauthorized"
+    assert response.json() == MISSING_KEY

@@ -10,6 +10,7 @@ from knowledge.models import ArticleAccessEvent
 from loopmem.errors import InvalidProjectId, NotFound
 from tests.conftest import error
 from tests.factories import ArticleFactory, ProjectFactory
+from tests.knowledge.conftest import MISSING_KEY
 
 pytestmark = pytest.mark.django_db
 
@@ -92,4 +93,6 @@ def test_get_of_a_malformed_or_unknown_id_is_404(user, article_id):
 
 def test_a_missing_key_is_401(client_for):
     for path in ("/api/v1/knowledge/articles", f"/api/v1/knowledge/articles/{uuid.uuid4()}"):
-        assert client_for().get(path).status_code == 401
+        response = client_for().get(path)
+        assert response.status_code == 401
+        assert response.json() == MISSING_KEY

@@ -11,7 +11,7 @@ from loopmem.errors import DuplicateTitle, TenantHalted
 from loopmem.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ArticleFactory
-from tests.knowledge.conftest import MODEL, hashed
+from tests.knowledge.conftest import MISSING_KEY, MODEL, hashed
 
 pytestmark = pytest.mark.django_db
 
@@ -124,8 +124,8 @@ def test_edits_are_refused_during_a_custody_halt(user, tenant, embedded):
 def test_put_is_not_an_edit(user, embedded):
     response = user.put(f"/api/v1/knowledge/articles/{embedded.id}", {"title": "x"}, format="json")
     assert response.status_code == 405
-    assert response.json()["error"]["code"] == "method_not_allowed"
+    assert response.json() == error(405, "method_not_allowed", 'Method "PUT" not allowed.')
 
 
 def test_a_missing_key_is_401(client_for, embedded):
-    assert patch(client_for(), embedded, expect=401)["error"]["code"] == "unauthorized"
+    assert patch(client_for(), embedded, expect=401) == MISSING_KEY

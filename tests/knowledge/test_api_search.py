@@ -11,7 +11,7 @@ from loopmem.errors import EmbeddingUnavailable, InvalidProjectId
 from loopmem.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ArticleFactory, ProjectFactory
-from tests.knowledge.conftest import MODEL, hashed, heavy_db, search, titles
+from tests.knowledge.conftest import MISSING_KEY, MODEL, hashed, heavy_db, search, titles
 
 pytestmark = heavy_db
 
@@ -206,4 +206,6 @@ def test_search_goes_on_during_a_custody_halt(agent, tenant, corpus):
 
 
 def test_a_missing_key_is_401(client_for):
-    assert client_for().get("/api/v1/knowledge/search", {"q": "x"}).status_code == 401
+    response = client_for().get("/api/v1/knowledge/search", {"q": "x"})
+    assert response.status_code == 401
+    assert response.json() == MISSING_KEY

@@ -49,6 +49,26 @@ def test_a_large_visible_set_reads_through_hnsw_with_iterative_scan(agent, twent
     assert _ids(body) == _ids(exact)  # on a corpus this small HNSW finds the same rows
 
 
+@override_settings(KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5, HNSW_EF_SEARCH=100)
+def test_the_ann_read_is_answered_by_the_hnsw_index_not_a_scan_and_sort(viewer, twenty, monkeypatch):
+    # At ef_search 100 the planner would rather sort every visible row by distance (it does not count the
+    # TOAST fetch of each vector); the ANN read must make the index answer, or meta would lie about the path.
+    plans: list[str] = []
+    fetch = heavy_read.TenantScopedSession.fetch
+
+    def explaining_fetch(self, queryset):
+        if "distance" in queryset.query.annotations and not plans:
+            plans.append(queryset.using(heavy_read.HEAVY_READ_ALIAS).explain())
+        return fetch(self, queryset)
+
+    monkeypatch.setattr(heavy_read.TenantScopedSession, "fetch", explaining_fetch)
+    result = knowledge_search(
+        viewer=viewer, query="topic", mode="semantic", embedding=QueryEmbedding(hashed("topic 1"), MODEL)
+    )
+    assert result.semantic_path == "ann"
+    assert "articles_active_hnsw_idx" in plans[0]
+
+
 @override_settings(
     KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5, KNOWLEDGE_SEARCH_POOL=15, HNSW_EF_SEARCH=10, HNSW_MAX_SCAN_TUPLES=50
 )

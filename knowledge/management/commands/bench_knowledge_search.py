@@ -45,6 +45,7 @@ class Command(OperatorCommand):
         parser.add_argument("--articles", type=int, default=20_000, help="corpus size (one tenant)")
         parser.add_argument("--queries", type=int, default=300, help="timed queries per mode and mix")
         parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--warm-up", type=int, default=WARM_UP, help="untimed queries before each series")
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--rebuild", action="store_true", help="drop and regenerate the corpus")
 
@@ -57,12 +58,12 @@ class Command(OperatorCommand):
             tenant.save(update_fields=["embedding_provider", "updated_at"])
         build_seconds = corpus(tenant, options["articles"], rng, space, rebuild=options["rebuild"])
         viewer = Viewer(tenant_id=tenant.id, subject_id=AGENT)
-        limit = options["limit"]
+        limit, warm_up = options["limit"], options["warm_up"]
 
         model_id = embeddings.spec_for(tenant).model_id
         typical: list[tuple[str, QueryEmbedding]] = []
         broad: list[tuple[str, QueryEmbedding]] = []
-        for _ in range(options["queries"] + WARM_UP):
+        for _ in range(options["queries"] + warm_up):
             topic, vector = space.query(rng)
             embedding = QueryEmbedding(vector=embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS), model_id=model_id)
             typical.append((" ".join(rng.sample(space.words_of(topic), k=rng.randint(2, 3))), embedding))
@@ -76,7 +77,7 @@ class Command(OperatorCommand):
                 for n, (query, embedding) in enumerate(queries):
                     started = time.perf_counter()
                     result = knowledge_search(viewer=viewer, query=query, mode=mode, embedding=embedding, limit=limit)
-                    if n >= WARM_UP:  # the first queries warm connections and caches
+                    if n >= warm_up:  # the first queries warm connections and caches
                         samples.append((time.perf_counter() - started) * 1000)
                     if result.semantic_path:
                         paths.add(f"{result.semantic_path} (iterative scan: {result.ann_iterative_scan or 'n/a'})")
@@ -88,8 +89,8 @@ class Command(OperatorCommand):
             "limit": limit,
             "selector_ms": figures,
             "semantic_paths": sorted(paths),
-            "semantic_recall_vs_exact": recall(viewer, typical[WARM_UP : WARM_UP + 100], limit),
-            "http_combined_typical_ms": http(key.raw_key, [q for q, _ in typical], limit),
+            "semantic_recall_vs_exact": recall(viewer, typical[warm_up : warm_up + 100], limit),
+            "http_combined_typical_ms": http(key.raw_key, [q for q, _ in typical], limit, warm_up=warm_up),
         }
         return summary, report(summary, options["queries"])
 
@@ -197,7 +198,7 @@ def recall(viewer: Viewer, queries: list[tuple[str, QueryEmbedding]], limit: int
     return {"ids": round(by_id / total, 3), "by_distance": round(by_distance / total, 3)} if total else {}
 
 
-def http(raw_key: str, queries: list[str], limit: int) -> dict[str, float]:
+def http(raw_key: str, queries: list[str], limit: int, *, warm_up: int) -> dict[str, float]:
     """The whole request in-process: auth, rate limit, the query's embedding, search, ledger rows, JSON."""
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
     samples: list[float] = []
@@ -207,7 +208,7 @@ def http(raw_key: str, queries: list[str], limit: int) -> dict[str, float]:
         elapsed = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             raise RuntimeError(f"search failed: {response.status_code} {response.content[:200]!r}")
-        if n >= WARM_UP:
+        if n >= warm_up:
             samples.append(elapsed)
     return percentiles(samples)
 
