@@ -165,7 +165,9 @@ class MemoryViewSet(viewsets.ViewSet):
 
 def recall_envelope(result: RecallResult) -> dict[str, Any]:
     """{data: [{memory, score}], meta} (reference §2.2); ann_iterative_scan only when the ANN index ran."""
-    data = [{"memory": MemoryOut(hit.memory).data, "score": hit.score} for hit in result.hits]
+    # One serializer over all hits: per-hit serializers cost ~5x as much (measured in bench_recall).
+    memories = MemoryOut([hit.memory for hit in result.hits], many=True).data
+    data = [{"memory": memory, "score": hit.score} for memory, hit in zip(memories, result.hits, strict=True)]
     meta: dict[str, Any] = {
         "total_count": len(data),
         "fallback": result.fallback,

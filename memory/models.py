@@ -50,7 +50,9 @@ class Memory(models.Model):
         PROMOTED = "promoted"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # No single-column index: every query leads with tenant_id in a composite index, and a tenant-only index
+    # tempts the planner into scanning a whole tenant for one subject's rows.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     # SET NULL: deleting a project turns its memories global; it does not delete them.
     project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     subject_id = models.CharField(max_length=200)

@@ -192,7 +192,7 @@ HNSW_EF_SEARCH = env_int("LOOPMEM_HNSW_EF_SEARCH", 100)
 HNSW_MAX_SCAN_TUPLES = env_int("LOOPMEM_HNSW_MAX_SCAN_TUPLES", 20_000)
 # A subject with at most this many live embedded rows is recalled by an exact, btree-scoped scan
 # (complete by construction); above it, HNSW with the subject inside an iterative scan, verified filled.
-RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 3_000)
+RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 10_000)
 
 # --- Knowledge (articles, search, novelty gate, retrieval metrics) --------------------------------------
 # Novelty gate (reference §3.5, §4.10): similarity to the nearest visible active article, 1 - cosine distance.
