@@ -154,6 +154,26 @@ ITERATIVE_SCAN_UNAVAILABLE_REASON = (
 )
 
 
+def apply_read_options(options: ReadOptions) -> AppliedOptions:
+    """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
+    with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+        if options.ef_search is not None:
+            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(options.ef_search)])
+        if not options.iterative_scan:
+            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'off', true)")
+            return AppliedOptions(iterative_scan="off")
+        if not pgvector_supports_iterative_scan():
+            return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
+        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        if options.max_scan_tuples is not None:
+            cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(options.max_scan_tuples)])
+        cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
+        row = cursor.fetchone()
+    if row and row[0] == "relaxed_order":
+        return AppliedOptions(iterative_scan="applied")
+    return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
+
+
 class ScopedSession:
     """A transaction on the heavy-read alias in which every query must prove it is scoped."""
 
@@ -171,34 +191,24 @@ class ScopedSession:
 
     def configure(self, options: ReadOptions) -> AppliedOptions:
         """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
-        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-            if options.ef_search is not None:
-                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(options.ef_search)])
-            if not options.iterative_scan:
-                cursor.execute("SELECT set_config('hnsw.iterative_scan', 'off', true)")
-                return AppliedOptions(iterative_scan="off")
-            if not pgvector_supports_iterative_scan():
-                return AppliedOptions(
-                    iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON
-                )
-            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-            if options.max_scan_tuples is not None:
-                cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(options.max_scan_tuples)])
-            cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
-            row = cursor.fetchone()
-        if row and row[0] == "relaxed_order":
-            return AppliedOptions(iterative_scan="applied")
-        return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
+        return apply_read_options(options)
 
 
 @contextlib.contextmanager
-def scoped_session(*, tenant_id: uuid.UUID, subject_id: str) -> Iterator[ScopedSession]:
-    """The one way memory rows are read for kNN: shed per tenant, one transaction, a statement timeout."""
+def _heavy_transaction(tenant_id: uuid.UUID) -> Iterator[None]:
+    """Shed per tenant, then one transaction on the heavy-read alias with a statement timeout."""
     with tenant_gate(tenant_id), transaction.atomic(using=HEAVY_READ_ALIAS):
         with connections[HEAVY_READ_ALIAS].cursor() as cursor:
             cursor.execute(
                 "SELECT set_config('statement_timeout', %s, true)", [str(settings.HEAVY_READ_STATEMENT_TIMEOUT_MS)]
             )
+        yield
+
+
+@contextlib.contextmanager
+def scoped_session(*, tenant_id: uuid.UUID, subject_id: str) -> Iterator[ScopedSession]:
+    """The one way memory rows are read for kNN."""
+    with _heavy_transaction(tenant_id):
         yield ScopedSession(tenant_id=tenant_id, subject_id=subject_id)
 
 
@@ -226,7 +236,7 @@ def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
     """
     key = f"{cache.key_prefix}:heavy_read:{tenant_id}"
     token = secrets.token_hex(8)
-    client: redis.Redis | None = _redis_client()
+    client: redis.Redis | None = redis_client()
     limit = settings.HEAVY_READ_MAX_IN_FLIGHT
     ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
     admitted = True
@@ -255,7 +265,8 @@ def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
                 client.zrem(key, token)
 
 
-def _redis_client() -> redis.Redis:
+def redis_client() -> redis.Redis:
+    """A shared client for the Redis in settings, with the short timeouts that keep outages from hanging."""
     timeout = settings.REDIS_TIMEOUT_SECONDS
     return _redis_client_for(settings.REDIS_URL, timeout)
 
@@ -293,12 +304,8 @@ class TenantScopedSession:
         return queryset.using(HEAVY_READ_ALIAS).count()
 
     def configure(self, options: ReadOptions) -> AppliedOptions:
-        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force.
-
-        The settings are per transaction, not per guard, so this is the memory session's own code: a
-        ScopedSession built only to configure runs no query through its subject guard.
-        """
-        return ScopedSession(tenant_id=self._tenant_id, subject_id="").configure(options)
+        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
+        return apply_read_options(options)
 
     def order_by_index(self) -> None:
         """For the rest of this transaction, prefer an index that yields the ORDER BY over scanning and sorting.
@@ -313,10 +320,6 @@ class TenantScopedSession:
 
 @contextlib.contextmanager
 def tenant_scoped_session(*, tenant_id: uuid.UUID) -> Iterator[TenantScopedSession]:
-    """The one way tenant-owned, subject-less rows are read for search and kNN: shed, one transaction, a timeout."""
-    with tenant_gate(tenant_id), transaction.atomic(using=HEAVY_READ_ALIAS):
-        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true)", [str(settings.HEAVY_READ_STATEMENT_TIMEOUT_MS)]
-            )
+    """The one way tenant-owned, subject-less rows are read for search and kNN."""
+    with _heavy_transaction(tenant_id):
         yield TenantScopedSession(tenant_id=tenant_id)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import redis
 from django.conf import settings
 
-from loopmem.heavy_read import _redis_client
+from loopmem.heavy_read import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, 
     if not session_id or not wanted:
         return set()
     try:
-        client = _redis_client()
+        client = redis_client()
         key = _key(tenant_id, subject_id, session_id)
         now = time.time()
         scores = client.zmscore(key, wanted)
@@ -49,7 +49,7 @@ def mark_shown(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None,
     expiry = time.time() + ttl
     key = _key(tenant_id, subject_id, session_id)
     try:
-        pipe = _redis_client().pipeline()
+        pipe = redis_client().pipeline()
         pipe.zadd(key, dict.fromkeys(shown, expiry))
         pipe.zremrangebyscore(key, "-inf", time.time())  # forget what expired
         pipe.expire(key, ttl)
