@@ -234,6 +234,8 @@ class PromotionJob(models.Model):
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When the compiler was (last) called: the hourly budget counts compiles, not sessions.
+    compiled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "promotion_jobs"
@@ -251,6 +253,7 @@ class PromotionJob(models.Model):
         indexes = [
             models.Index(fields=["tenant", "state"], name="promotion_jobs_state_idx"),
             models.Index(fields=["state", "updated_at"], name="promotion_jobs_rescue_idx"),
+            models.Index(fields=["tenant", "compiled_at"], name="promotion_jobs_budget_idx"),
         ]
 
     def __str__(self) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from loopmem import embeddings
@@ -35,7 +36,8 @@ logger = logging.getLogger("loopmem.promotion")
 
 _BUDGET_LOCK_CLASS = zlib.crc32(b"loopmem_memory_promotion_budget") - 2**31
 DEGRADED_SNOOZE_SECONDS = 300
-MAX_SNOOZES = 12  # an hour of degraded embeddings, then the job fails visibly
+MAX_SNOOZES = 12  # about an hour of waiting (degraded embeddings, a rate-limited LLM), then it fails visibly
+MAX_RUNS = 5  # deliveries of one job, crashes included, before the rescue gives up on it
 MAX_COMPILE_ATTEMPTS = 2
 NEAR_DUP_POOL = 10
 STALE_PENDING = timedelta(minutes=10)
@@ -51,9 +53,13 @@ def emit(event: str, /, *, tenant_id: object, **fields: Any) -> None:
 # --- Budget and the in-flight ledger ------------------------------------------------------------------------
 
 
-def compiles_this_hour(tenant_id: uuid.UUID) -> int:
+def compiles_this_hour(tenant_id: uuid.UUID, *, excluding: uuid.UUID | None = None) -> int:
+    """Compiles (LLM calls) the tenant's jobs made in the last hour: the budget counts calls, not sessions."""
     since = timezone.now() - timedelta(hours=1)
-    return SessionPromotion.objects.filter(tenant_id=tenant_id, promoted_at__gte=since).count()
+    compiled = PromotionJob.objects.filter(tenant_id=tenant_id, compiled_at__gte=since)
+    if excluding is not None:
+        compiled = compiled.exclude(id=excluding)
+    return compiled.count()
 
 
 def promotion_reserve(
@@ -62,8 +68,9 @@ def promotion_reserve(
     """Reserve one compile of the tenant's hourly budget and record the in-flight job; enqueue it on commit.
 
     Returns (job, created). A session already in flight returns its job (created False) and spends nothing.
-    Under a per-tenant advisory lock the budget counts the last hour's watermarks plus in-flight jobs, so
-    concurrent triggers cannot overshoot it. Over budget → PromotionBudgetExceeded, before any LLM call.
+    Under a per-tenant advisory lock the budget counts the last hour's compiles plus in-flight jobs, so
+    concurrent triggers cannot overshoot it, and re-promoting one session cannot spend more than one unit per
+    compile. Over budget → PromotionBudgetExceeded, before any LLM call.
     """
     from memory.tasks import promote_session_task  # tasks import this module
 
@@ -74,7 +81,13 @@ def promotion_reserve(
         existing = in_flight.filter(subject_id=subject_id, session_id=session_id).first()
         if existing is not None:
             return existing, False
-        used = compiles_this_hour(tenant_id) + in_flight.count()
+        since = timezone.now() - timedelta(hours=1)
+        # Compiles of the last hour plus jobs still in flight (each may compile), counted once each.
+        used = (
+            PromotionJob.objects.filter(tenant_id=tenant_id)
+            .filter(Q(compiled_at__gte=since) | Q(state__in=PromotionJob.IN_FLIGHT))
+            .count()
+        )
         if used >= settings.PROMOTION_BUDGET_PER_HOUR:
             emit("budget_exceeded", tenant_id=tenant_id, count=1, trigger=trigger)
             raise PromotionBudgetExceeded(details={"budget_per_hour": settings.PROMOTION_BUDGET_PER_HOUR})
@@ -83,7 +96,7 @@ def promotion_reserve(
                 job = PromotionJob.objects.create(
                     tenant_id=tenant_id, subject_id=subject_id, session_id=session_id, trigger=trigger
                 )
-        except IntegrityError:  # another tenant lock holder cannot exist; this is belt and braces
+        except IntegrityError:  # the partial unique index: a job created outside this lock (none does today)
             return in_flight.get(subject_id=subject_id, session_id=session_id), False
         enqueue_on_commit(promote_session_task, str(job.id))
     return job, True
@@ -132,17 +145,13 @@ class RunOutcome:
 
 def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcome:
     """Run one in-flight job (reference §4.12 perform). Idempotent: a finished or unknown job is a no-op."""
-    with transaction.atomic():
-        job = (
-            PromotionJob.objects.select_for_update()
-            .select_related("tenant")
-            .filter(id=job_id, state__in=PromotionJob.IN_FLIGHT)
-            .first()
-        )
-        if job is None:
-            return RunOutcome("gone")
-        job.state, job.attempts = PromotionJob.State.RUNNING, job.attempts + 1
-        job.save(update_fields=["state", "attempts", "updated_at"])
+    # Claim: only a pending job, by a conditional UPDATE, so a second delivery of a running job does nothing.
+    claimed = PromotionJob.objects.filter(id=job_id, state=PromotionJob.State.PENDING).update(
+        state=PromotionJob.State.RUNNING, attempts=F("attempts") + 1, updated_at=timezone.now()
+    )
+    job = PromotionJob.objects.select_related("tenant").filter(id=job_id).first() if claimed else None
+    if job is None:
+        return RunOutcome("gone")
     tenant = job.tenant
     scope = Scope(tenant_id=tenant.id, subject_id=job.subject_id)
     if job.subject_id == EVAL_SUBJECT_ID:
@@ -157,16 +166,18 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     ).first()
     if watermark is not None and watermark.session_content_hash == fingerprint.content_hash:
         return _finish(job, "skipped_unchanged", skipped=True)
-    if compiles_this_hour(tenant.id) >= settings.PROMOTION_BUDGET_PER_HOUR:
+    if compiles_this_hour(tenant.id, excluding=job.id) >= settings.PROMOTION_BUDGET_PER_HOUR:
         emit("budget_exceeded", tenant_id=tenant.id, count=1, stage="worker")
         return _finish(job, "budget_exceeded", state=PromotionJob.State.DISCARDED)
 
     compiler = compiler or promoter.compiler_for(tenant)
+    job.compiled_at = timezone.now()
+    job.save(update_fields=["compiled_at", "updated_at"])
     try:
         compiled = compiler.compile(turns)
     except CompileFailed as failure:
         if failure.rate_limited:
-            return _again(job, "llm_rate_limited", failure.retry_after or 60, count_attempt=False)
+            return _snooze(job, "llm_rate_limited", failure.retry_after or 60)
         emit("failed", tenant_id=tenant.id, count=1, stage="compile", reason=failure.reason, session_id=job.session_id)
         if job.attempts >= MAX_COMPILE_ATTEMPTS:
             return _finish(job, f"compile_failed:{failure.reason}", state=PromotionJob.State.FAILED)
@@ -180,11 +191,7 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         summary = promotion_persist(scope=scope, session_id=job.session_id, candidates=survivors)
     except EmbeddingsDegraded as degraded:
         emit("degraded", tenant_id=tenant.id, reason=str(degraded), session_id=job.session_id)
-        snoozes = int(job.detail.get("snoozes", 0)) + 1
-        if snoozes > MAX_SNOOZES:
-            return _finish(job, "degraded_too_long", state=PromotionJob.State.FAILED)
-        job.detail = {**job.detail, "snoozes": snoozes}
-        return _again(job, f"degraded:{degraded}", DEGRADED_SNOOZE_SECONDS, count_attempt=False)
+        return _snooze(job, f"degraded:{degraded}", DEGRADED_SNOOZE_SECONDS)
     except PromotionQuotaExceeded as quota:
         done = quota.summary
         dropped = len(survivors) - (done.promoted + done.superseded + done.deduped)
@@ -216,6 +223,16 @@ def _again(job: PromotionJob, outcome: str, seconds: float, *, count_attempt: bo
         job.attempts -= 1
     job.save(update_fields=["state", "outcome", "attempts", "detail", "updated_at"])
     return RunOutcome(outcome, retry_in=seconds)
+
+
+def _snooze(job: PromotionJob, outcome: str, seconds: float) -> RunOutcome:
+    """Wait without spending an attempt (a busy provider, degraded embeddings), but not forever."""
+    snoozes = int(job.detail.get("snoozes", 0)) + 1
+    if snoozes > MAX_SNOOZES:
+        emit("failed", tenant_id=job.tenant_id, count=1, stage="snooze", reason=outcome, session_id=job.session_id)
+        return _finish(job, f"{outcome.split(':')[0]}_too_long", state=PromotionJob.State.FAILED)
+    job.detail = {**job.detail, "snoozes": snoozes}
+    return _again(job, outcome, seconds, count_attempt=False)
 
 
 def _advance_watermark(scope: Scope, session_id: str, fingerprint: Fingerprint) -> None:
@@ -331,17 +348,21 @@ def _insert_promoted(
 # --- The sweep ----------------------------------------------------------------------------------------------
 
 _SWEEP_CANDIDATES = """
-SELECT s.tenant_id, s.subject_id, s.session_id
-FROM session_memories s
-LEFT JOIN session_promotions w
-       ON w.tenant_id = s.tenant_id AND w.subject_id = s.subject_id AND w.session_id = s.session_id
-WHERE s.subject_id <> %(eval_subject)s AND s.expires_at > %(now)s
-GROUP BY s.tenant_id, s.subject_id, s.session_id, w.last_turn_inserted_at, w.last_turn_seq
-HAVING count(*) > 1
-   AND (w.last_turn_inserted_at IS NULL
-        OR max(s.inserted_at) > w.last_turn_inserted_at
-        OR (max(s.inserted_at) = w.last_turn_inserted_at AND max(s.seq) > coalesce(w.last_turn_seq, -1)))
-ORDER BY max(s.inserted_at) ASC
+WITH pending AS (
+    SELECT s.tenant_id, s.subject_id, s.session_id, max(s.inserted_at) AS last_at
+    FROM session_memories s
+    LEFT JOIN session_promotions w
+           ON w.tenant_id = s.tenant_id AND w.subject_id = s.subject_id AND w.session_id = s.session_id
+    WHERE s.subject_id <> %(eval_subject)s AND s.expires_at > %(now)s
+    GROUP BY s.tenant_id, s.subject_id, s.session_id, w.last_turn_inserted_at, w.last_turn_seq
+    HAVING count(*) > 1
+       AND (w.last_turn_inserted_at IS NULL
+            OR max(s.inserted_at) > w.last_turn_inserted_at
+            OR (max(s.inserted_at) = w.last_turn_inserted_at AND max(s.seq) > coalesce(w.last_turn_seq, -1)))
+)
+SELECT tenant_id, subject_id, session_id
+FROM (SELECT *, row_number() OVER (PARTITION BY tenant_id ORDER BY last_at) AS turn FROM pending) ranked
+ORDER BY turn, last_at
 LIMIT %(scan_limit)s
 """
 
@@ -356,9 +377,10 @@ class SweepReport:
 
 
 def promotion_sweep() -> SweepReport:
-    """Hourly: enqueue sessions with turns newer than their watermark, oldest-active first, within budgets.
+    """Hourly: enqueue sessions with turns newer than their watermark, within each tenant's budget.
 
-    Oldest first, so the session nearest its TTL is never starved behind newer ones.
+    Tenants take turns (each tenant's oldest session, then each one's second oldest, ...), oldest first within a
+    tenant, so neither a session near its TTL nor a quiet tenant behind a busy one is starved.
     """
     report = SweepReport(rescued=rescue_stale_jobs())
     with connection.cursor() as cursor:
@@ -368,15 +390,20 @@ def promotion_sweep() -> SweepReport:
         )
         candidates = cursor.fetchall()
     per_tenant: Counter[str] = Counter()
+    over_budget: set[uuid.UUID] = set()
     for tenant_id, subject_id, session_id in candidates:
         if report.enqueued >= settings.PROMOTION_SWEEP_MAX_PER_TICK:
             break
         report.sessions += 1
+        if tenant_id in over_budget:
+            report.over_budget += 1
+            continue
         try:
             _, created = promotion_reserve(
                 tenant_id=tenant_id, subject_id=subject_id, session_id=session_id, trigger="sweep"
             )
         except PromotionBudgetExceeded:
+            over_budget.add(tenant_id)
             report.over_budget += 1
             continue
         if created:
@@ -390,7 +417,10 @@ def promotion_sweep() -> SweepReport:
 
 
 def rescue_stale_jobs() -> int:
-    """Re-enqueue jobs whose message was lost (broker down at enqueue, worker killed): the ledger remembers them."""
+    """Re-enqueue jobs whose message was lost (broker down at enqueue, worker killed): the ledger remembers them.
+
+    A job that keeps dying mid-run (a crash each time) is failed after MAX_RUNS instead of looping forever.
+    """
     from memory.tasks import promote_session_task
 
     now = timezone.now()
@@ -399,6 +429,10 @@ def rescue_stale_jobs() -> int:
     )
     rescued = 0
     for job in stale:
+        if job.attempts >= MAX_RUNS:
+            _finish(job, "gave_up_after_crashes", state=PromotionJob.State.FAILED)
+            emit("failed", tenant_id=job.tenant_id, count=1, stage="rescue", session_id=job.session_id)
+            continue
         with transaction.atomic():
             PromotionJob.objects.filter(id=job.id).update(state=PromotionJob.State.PENDING, updated_at=now)
             enqueue_on_commit(promote_session_task, str(job.id))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from loopmem import embeddings, llm
 from loopmem.scope import Scope
@@ -183,11 +184,12 @@ def test_over_budget_is_429_and_the_llm_sees_no_request(agent, llm_tenant, fake_
 def test_the_worker_rechecks_the_budget_and_discards_without_an_llm_call(agent, llm_tenant, fake_llm):
     say(agent, *CONVERSATION)
     promote(agent)
-    SessionPromotion.objects.create(
-        tenant=llm_tenant, subject_id="x", session_id="other", session_content_hash="h", promoted_at="2999-01-01T00:00Z"
+    # Another job compiled meanwhile (reserved before this one's budget was checked at the worker).
+    PromotionJob.objects.create(
+        tenant=llm_tenant, subject_id="x", session_id="other", trigger="sweep", state="done", compiled_at=timezone.now()
     )
     assert run_jobs() == ["budget_exceeded"]
-    assert PromotionJob.objects.get().state == "discarded"
+    assert PromotionJob.objects.get(session_id="s-1").state == "discarded"
     assert fake_llm.requests == []
 
 
@@ -365,3 +367,60 @@ def test_the_task_runs_the_job_and_asks_celery_to_retry_when_told(agent, llm_ten
         tasks.promote_session_task.apply(args=[str(job.id)], throw=True)
     fake_llm.status = 200
     assert tasks.promote_session_task(str(job.id)) == "promoted"
+
+
+@override_settings(PROMOTION_BUDGET_PER_HOUR=2)
+def test_the_budget_counts_compiles_not_sessions(agent, llm_tenant, fake_llm):
+    say(agent, *CONVERSATION)
+    for n in range(2):
+        assert promote(agent).status_code == 202
+        run_jobs()
+        say(agent, ("user", f"more {n}"))
+    # Two compiles of the same session spent the hour's budget.
+    assert promote(agent).status_code == 429
+    assert len(fake_llm.requests) == 2
+
+
+def test_a_second_delivery_of_a_running_job_does_nothing(agent, llm_tenant, fake_llm):
+    say(agent, *CONVERSATION)
+    promote(agent)
+    job = PromotionJob.objects.get()
+    PromotionJob.objects.filter(id=job.id).update(state="running")  # another worker holds it
+    assert promotion.promotion_run(job_id=str(job.id)).outcome == "gone"
+    assert fake_llm.requests == []
+
+
+def test_a_rate_limited_llm_is_not_waited_for_forever(agent, llm_tenant, fake_llm):
+    fake_llm.status = 429
+    say(agent, *CONVERSATION)
+    promote(agent)
+    job = PromotionJob.objects.get()
+    outcomes = [promotion.promotion_run(job_id=str(job.id)).outcome for _ in range(promotion.MAX_SNOOZES + 1)]
+    assert outcomes[-1] == "llm_rate_limited_too_long"
+    assert PromotionJob.objects.get().state == "failed"
+
+
+def test_the_rescue_re_enqueues_lost_jobs_and_gives_up_on_crashing_ones(agent, llm_tenant):
+    say(agent, *CONVERSATION)
+    promote(agent)
+    say(agent, *CONVERSATION, session_id="s-2")
+    promote(agent, "s-2")
+    old = timezone.now() - promotion.STALE_RUNNING * 2
+    lost, crashing = PromotionJob.objects.order_by("inserted_at")
+    PromotionJob.objects.filter(id=lost.id).update(updated_at=old)
+    PromotionJob.objects.filter(id=crashing.id).update(state="running", attempts=promotion.MAX_RUNS, updated_at=old)
+    assert promotion.rescue_stale_jobs() == 1
+    assert PromotionJob.objects.get(id=crashing.id).state == "failed"
+    assert PromotionJob.objects.get(id=lost.id).state == "pending"
+
+
+@override_settings(PROMOTION_SWEEP_SCAN_LIMIT=3, PROMOTION_BUDGET_PER_HOUR=1)
+def test_a_busy_tenant_over_budget_cannot_starve_a_quiet_one(client_for, make_key, tenant, other_tenant):
+    busy = client_for(make_key("agent", tenant, agent_id="busy"))
+    for n in range(5):
+        say(busy, *CONVERSATION, session_id=f"busy-{n}")
+    quiet = client_for(make_key("agent", other_tenant, agent_id="quiet"))
+    say(quiet, *CONVERSATION, session_id="quiet-1")
+    report = promotion.promotion_sweep()
+    assert report.enqueued == 2
+    assert PromotionJob.objects.filter(tenant=other_tenant, session_id="quiet-1").exists()
