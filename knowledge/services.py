@@ -27,6 +27,7 @@ from knowledge.selectors import Neighbour, QueryEmbedding
 from knowledge.tags import validate_tags
 from knowledge.visibility import Viewer
 from loopmem import embeddings
+from loopmem.backfill import BackfillReport, embed_in_batches
 from loopmem.errors import (
     DuplicateTitle,
     Forbidden,
@@ -473,27 +474,17 @@ def article_embed(*, article_id: str) -> str:
     return "embedded" if updated else "missing"
 
 
-@dataclass
-class EmbeddingSweepReport:
-    """What an article embedding sweep did."""
-
-    embedded: int = 0
-    failed: int = 0
-    tenants: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
-
-
 SWEEP_SETTLE_SECONDS = 30
 SWEEP_BATCH_SIZE = 32
 
 
-def article_embedding_sweep(*, max_per_tenant: int = 500) -> EmbeddingSweepReport:
+def article_embedding_sweep(*, max_per_tenant: int = 500) -> BackfillReport:
     """Embed articles with no vector or another model's: a lost task, a provider outage, a model change.
 
     Runs every 5 minutes; rows written in the last 30 s are left to their own task; each tenant gets at most
     `max_per_tenant` rows per run; a tenant's failing provider stops only that tenant's pass.
     """
-    report = EmbeddingSweepReport()
+    report = BackfillReport()
     settled_before = timezone.now() - timedelta(seconds=SWEEP_SETTLE_SECONDS)
     models_by_tenant: dict[uuid.UUID, set[str]] = {}
     for tenant_id, model in Article.objects.values_list("tenant_id", "embedding_model").distinct():
@@ -502,7 +493,6 @@ def article_embedding_sweep(*, max_per_tenant: int = 500) -> EmbeddingSweepRepor
         model_id = embeddings.spec_for(tenant).model_id
         if models_by_tenant[tenant.id] <= {model_id}:
             continue
-        report.tenants += 1
         stale = (
             Article.objects.filter(tenant=tenant, updated_at__lt=settled_before)
             .filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_id))
@@ -510,24 +500,19 @@ def article_embedding_sweep(*, max_per_tenant: int = 500) -> EmbeddingSweepRepor
             .values_list("id", flat=True)[:max_per_tenant]
         )
         ids = list(stale)
-        for start in range(0, len(ids), SWEEP_BATCH_SIZE):
-            batch = list(
-                Article.objects.filter(id__in=ids[start : start + SWEEP_BATCH_SIZE]).only("id", "title", "body")
-            )
-            texts = [a.embedding_text for a in batch]
-            try:
-                vectors, embedded_model = embeddings.embed_texts(tenant, texts)
-            except embeddings.EmbeddingFailure as failure:
-                report.failed += len(ids) - start
-                report.failures[failure.tag] = report.failures.get(failure.tag, 0) + len(ids) - start
-                logger.warning("article embedding sweep for tenant %s stopped: %s", tenant.id, failure.tag)
-                break
-            now = timezone.now()
-            for article, vector, text in zip(batch, vectors, texts, strict=True):
-                report.embedded += Article.objects.filter(id=article.id, title=article.title, body=article.body).update(
-                    embedding=vector,
-                    embedding_model=embedded_model,
-                    embedding_content_hash=embeddings.content_hash(text),
-                    updated_at=now,
-                )
+        batches = [
+            list(Article.objects.filter(id__in=ids[start : start + SWEEP_BATCH_SIZE]).only("id", "title", "body"))
+            for start in range(0, len(ids), SWEEP_BATCH_SIZE)
+        ]
+        report.merge(embed_in_batches(tenant, batches, text_of=lambda a: a.embedding_text, store=_store_article_vector))
     return report
+
+
+def _store_article_vector(article: Article, vector: list[float], model_id: str) -> int:
+    # Only if the text is still the one embedded: an edit since the read re-embeds through its own task.
+    return Article.objects.filter(id=article.id, title=article.title, body=article.body).update(
+        embedding=vector,
+        embedding_model=model_id,
+        embedding_content_hash=embeddings.content_hash(article.embedding_text),
+        updated_at=timezone.now(),
+    )

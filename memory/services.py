@@ -7,7 +7,7 @@ import logging
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from loopmem import embeddings
+from loopmem.backfill import BackfillReport, embed_in_batches
 from loopmem.errors import (
     AlreadySuperseded,
     InvalidProjectId,
@@ -173,26 +174,6 @@ def memory_embed(*, memory_id: str) -> EmbedOutcome:
     return EmbedOutcome("embedded" if updated else "missing")
 
 
-@dataclass
-class BackfillReport:
-    """What a backfill pass did: the sweep's and `reembed`'s summary."""
-
-    embedded: int = 0
-    failed: int = 0
-    tenants: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
-
-    def add_failure(self, tag: str, count: int) -> None:
-        self.failed += count
-        self.failures[tag] = self.failures.get(tag, 0) + count
-
-    def merge(self, other: BackfillReport) -> None:
-        self.embedded += other.embedded
-        self.tenants += 1
-        for tag, count in other.failures.items():
-            self.add_failure(tag, count)
-
-
 def stale_embeddings(tenant: Tenant, *, settled_before: datetime | None = None) -> Any:
     """The tenant's memories with no vector, or a vector of another model than the tenant's current one.
 
@@ -213,30 +194,23 @@ def memory_backfill_embeddings(
     settled_before: datetime | None = None,
     on_batch: Callable[[int], object] | None = None,
 ) -> BackfillReport:
-    """Embed up to `limit` stale memories of the tenant, in provider batches. Stops at the first failing batch."""
-    report = BackfillReport()
+    """Embed up to `limit` stale memories of the tenant, in provider batches (see loopmem.backfill)."""
     stale = stale_embeddings(tenant, settled_before=settled_before)
     ids = list(stale.order_by("inserted_at", "id").values_list("id", flat=True)[:limit])
-    for start in range(0, len(ids), batch_size):
-        batch = list(Memory.objects.filter(id__in=ids[start : start + batch_size]).only("id", "text"))
-        try:
-            vectors, model_id = embeddings.embed_texts(tenant, [m.text for m in batch])
-        except embeddings.EmbeddingFailure as failure:
-            report.add_failure(failure.tag, len(ids) - start)
-            logger.warning("backfill for tenant %s stopped: %s", tenant.id, failure.tag)
-            break
-        now = timezone.now()
-        for memory, vector in zip(batch, vectors, strict=True):
-            Memory.objects.filter(id=memory.id).update(
-                embedding=vector,
-                embedding_model=model_id,
-                embedding_content_hash=embeddings.content_hash(memory.text),
-                updated_at=now,
-            )
-        report.embedded += len(batch)
-        if on_batch is not None:
-            on_batch(len(batch))
-    return report
+    batches = [
+        list(Memory.objects.filter(id__in=ids[start : start + batch_size]).only("id", "text").order_by("id"))
+        for start in range(0, len(ids), batch_size)
+    ]
+    return embed_in_batches(tenant, batches, text_of=lambda m: m.text, store=_store_vector, on_batch=on_batch)
+
+
+def _store_vector(memory: Memory, vector: list[float], model_id: str) -> int:
+    return Memory.objects.filter(id=memory.id).update(
+        embedding=vector,
+        embedding_model=model_id,
+        embedding_content_hash=embeddings.content_hash(memory.text),
+        updated_at=timezone.now(),
+    )
 
 
 SWEEP_SETTLE_SECONDS = 30

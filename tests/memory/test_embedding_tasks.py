@@ -142,3 +142,24 @@ def test_memory_oversight_lists_and_forgets_across_subjects(tenant, provider, ca
     call_command("memory_oversight", "forget", "--tenant", "acme", str(b.id), "--json")
     assert json.loads(capsys.readouterr().out) == {"id": str(b.id), "deleted": True}
     assert not Memory.objects.filter(id=b.id).exists()
+
+
+def test_a_text_the_provider_refuses_does_not_block_the_rows_behind_it(scope, monkeypatch):
+    class RefusesPoison:
+        def embed(self, texts):
+            if any("poison" in t for t in texts):
+                raise embeddings.EmbeddingProviderError(400, "too many tokens")
+            return embeddings.HashingEmbedder().embed(texts)
+
+    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: RefusesPoison())
+    poison = services.memory_remember(scope=scope, text="poison " * 10)
+    others = [services.memory_remember(scope=scope, text=f"fine {n}") for n in range(3)]
+    Memory.objects.update(updated_at=poison.updated_at.replace(year=2020))
+    assert tasks.embedding_sweep_task() == {
+        "embedded": 3,
+        "failed": 1,
+        "tenants": 1,
+        "failures": {"embedding_provider_error_400": 1},
+    }
+    assert all(Memory.objects.get(id=m.id).embedding is not None for m in others)
+    assert Memory.objects.get(id=poison.id).embedding is None
