@@ -20,7 +20,7 @@ from loopmem.errors import BadRequest, ValidationFailed
 from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
-from loopmem.params import clamp, lenient_int
+from loopmem.params import MAX_OFFSET, clamp, lenient_int
 from projects.project_ids import parse_project_id
 
 
@@ -115,7 +115,7 @@ class KnowledgeSearchViewSet(viewsets.ViewSet):
         category = _choice(params, "category", Article.Category.values)
         tags = _tags(params)
         limit = clamp(lenient_int(params.get("limit"), selectors.DEFAULT_SEARCH_LIMIT), 1, selectors.MAX_SEARCH_LIMIT)
-        offset = max(lenient_int(params.get("offset"), 0), 0)
+        offset = clamp(lenient_int(params.get("offset"), 0), 0, MAX_OFFSET)
         principal = principal_of(request)
         viewer = viewer_for(principal)
         result = selectors.knowledge_search(

@@ -98,16 +98,27 @@ class ArticleVector:
     content_hash: str | None
 
 
-def article_diversity_vectors(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ArticleVector]:
-    """Vectors and content hashes of visible articles, for the merged recall's diversity selection."""
+def article_diversity_vectors(
+    *, viewer: Viewer, article_ids: Sequence[uuid.UUID], model_id: str | None = None
+) -> dict[uuid.UUID, ArticleVector]:
+    """Vectors and content hashes of visible articles, for the merged recall's diversity selection.
+
+    With `model_id`, a vector of another model is withheld (None): vectors of different models are never
+    compared, and a candidate without a vector is never dropped by the selector.
+    """
     rows = (
         Article.objects.visible_to(viewer)
         .filter(id__in=list(article_ids))
-        .values_list("id", "embedding", "embedding_content_hash")
+        .values_list("id", "embedding", "embedding_model", "embedding_content_hash")
     )
     return {
-        article_id: ArticleVector(vector=None if vector is None else [float(x) for x in vector], content_hash=digest)
-        for article_id, vector, digest in rows
+        article_id: ArticleVector(
+            vector=None
+            if vector is None or (model_id is not None and model != model_id)
+            else [float(x) for x in vector],
+            content_hash=digest,
+        )
+        for article_id, vector, model, digest in rows
     }
 
 

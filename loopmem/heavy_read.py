@@ -74,6 +74,9 @@ def assert_scoped(query: Query, *, tenant_id: uuid.UUID, subject_id: str) -> Non
 
 
 def _assert_tenant_everywhere(query: Query, tenant_id: uuid.UUID) -> None:
+    if query.combinator or query.extra:
+        # UNION/INTERSECT/EXCEPT parts and raw extra() SQL are outside what the guard can prove: refuse them.
+        raise UnscopedHeavyRead("heavy read refused: combined queries and extra() SQL cannot be proven scoped")
     base_alias = query.get_initial_alias()
     for alias, table in query.alias_map.items():
         if alias != base_alias and not query.alias_refcount.get(alias):
@@ -108,7 +111,8 @@ def _pins(where: WhereNode, alias: str, column: str, value: object) -> bool:
 
 
 def _subqueries(query: Query) -> Iterator[Query]:
-    stack: list[Any] = [query.where, *query.annotations.values()]
+    order_by = [expression for expression in query.order_by if not isinstance(expression, str)]
+    stack: list[Any] = [query.where, *query.annotations.values(), *order_by]
     while stack:
         node = stack.pop()
         if isinstance(node, Query):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from loopmem.params import clamp, lenient_int
+from loopmem.params import MAX_OFFSET, clamp, lenient_int
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -15,5 +15,5 @@ def page_params(
 ) -> tuple[int, int]:
     """(limit, offset) as the reference reads them: lenient integers, limit clamped to [1, maximum], offset ≥ 0."""
     limit = clamp(lenient_int(params.get("limit"), default), 1, maximum)
-    offset = max(lenient_int(params.get("offset"), 0), 0)
+    offset = clamp(lenient_int(params.get("offset"), 0), 0, MAX_OFFSET)
     return limit, offset

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# Offsets past this are past the end of anything stored; larger ones would overflow the database's bigint.
+MAX_OFFSET = 10**9
 
 
 def lenient_int(value: object, default: int) -> int:
@@ -27,3 +31,11 @@ def clamp(value: int, low: int, high: int) -> int:
 def truthy(value: object) -> bool:
     """Only `true` and "true" turn a flag on."""
     return value is True or value == "true"
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """A canonical hyphenated UUID (any case; surrounding whitespace allowed), else None. Nothing else passes."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    return uuid.UUID(text) if _CANONICAL_UUID.fullmatch(text) else None

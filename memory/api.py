@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -14,13 +13,21 @@ from rest_framework.response import Response
 
 from knowledge.serializers import ArticleSummaryOut
 from loopmem.auth import principal_of
-from loopmem.errors import InvalidMemoryId, InvalidQuery, InvalidReScope, MissingSessionId, ValidationFailed
+from loopmem.errors import (
+    InvalidMemoryId,
+    InvalidQuery,
+    InvalidReScope,
+    InvalidSessionId,
+    MissingSessionId,
+    ValidationFailed,
+)
 from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
-from loopmem.params import lenient_int, truthy
+from loopmem.params import canonical_uuid, lenient_int, truthy
 from loopmem.scope import scope_for
 from memory import graduation, promotion, selectors, services, sessions
+from memory.models import MAX_SESSION_ID_BYTES
 from memory.selectors import RecallResult
 from memory.serializers import MemoryOut, RememberIn, SessionTurnIn, SessionTurnOut, validate_session_id
 from projects.project_ids import parse_project_id
@@ -94,7 +101,7 @@ class MemoryViewSet(viewsets.ViewSet):
         parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
         responses={200: SessionTurnOut(many=True)},
     )
-    @action(detail=False, methods=["get"], url_path=r"sessions/(?P<session_id>[^/]+)")
+    @action(detail=False, methods=["get"], url_path=r"sessions/(?P<session_id>.+)")
     def session(self, request: Request, session_id: str) -> Response:
         """A session's unexpired turns in insertion order, for an agent resuming it."""
         try:
@@ -116,6 +123,8 @@ class MemoryViewSet(viewsets.ViewSet):
         session_id = _body(request).get("session_id")
         if not isinstance(session_id, str) or not session_id.strip():
             raise MissingSessionId()
+        if len(session_id.encode()) > MAX_SESSION_ID_BYTES:
+            raise InvalidSessionId()
         promotion.promotion_request(scope=scope_for(principal_of(request)), session_id=session_id)
         return Response({"data": {"session_id": session_id, "status": "enqueued"}}, status=status.HTTP_202_ACCEPTED)
 
@@ -149,12 +158,15 @@ class MemoryViewSet(viewsets.ViewSet):
         body = _body(request)
         memory_id, re_scope = body.get("memory_id"), body.get("re_scope")
         # Input is checked before the scope is resolved.
-        if not isinstance(memory_id, str) or not _is_canonical_uuid(memory_id.strip()):
+        parsed_id = canonical_uuid(memory_id)
+        if parsed_id is None:
             raise InvalidMemoryId()
         if re_scope not in (None, "inherit", "global"):
             raise InvalidReScope()
         proposal = graduation.memory_graduate(
-            scope=scope_for(principal_of(request)), memory_id=memory_id.strip(), re_scope=re_scope or "inherit"
+            scope=scope_for(principal_of(request)),
+            memory_id=str(canonical_uuid(memory_id)),
+            re_scope=re_scope or "inherit",
         )
         article = ArticleSummaryOut(proposal.article).data if proposal.article is not None else None
         return Response(
@@ -182,13 +194,6 @@ def recall_envelope(result: RecallResult) -> dict[str, Any]:
             meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
     meta["outcome"] = outcome_for(meta, count=len(data))
     return {"data": data, "meta": meta}
-
-
-def _is_canonical_uuid(value: str) -> bool:
-    try:
-        return len(value) == 36 and bool(uuid.UUID(value))
-    except ValueError:
-        return False
 
 
 def _body(request: Request) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def memory_graduate(
         parsed = uuid.UUID(memory_id)
     except ValueError as exc:
         raise NotFound() from exc
-    memory = Memory.objects.for_scope(scope).defer("embedding").filter(id=parsed).first()
+    memory = Memory.objects.for_scope(scope).select_related("tenant").defer("embedding").filter(id=parsed).first()
     if memory is None:
         raise NotFound()
     if memory.graduated_at is not None and memory.project_id is not None and re_scope == "global":
@@ -94,8 +94,12 @@ def memory_graduate(
             embedding=_stored_embedding(memory),
         )
     except DuplicateTitle as exc:
-        # The title embeds the memory id, so its holder is this memory's article: a racing graduation won.
-        holder = Article.objects.filter(tenant_id=scope.tenant_id, title=title).active().first()
+        # The title embeds the memory id: if we own its holder, a racing graduation of this memory won.
+        holder = (
+            Article.objects.filter(tenant_id=scope.tenant_id, title=title, owner_subject_id=scope.subject_id)
+            .active()
+            .first()
+        )
         if holder is not None and holder.project_id == project_id:
             _stamp(memory.id)
             return Proposal(verdict="duplicate", article=holder)
@@ -113,6 +117,8 @@ def _stored_embedding(memory: Memory) -> QueryEmbedding | None:
     row = Memory.objects.filter(id=memory.id).values_list("embedding", "embedding_model").first()
     if row is None or row[0] is None or len(memory.text) > embeddings.EMBEDDING_MAX_CHARS:
         return None
+    if row[1] != embeddings.spec_for(memory.tenant).model_id:
+        return None  # a stale model's vector would only meet articles of that model: let the gate embed afresh
     return QueryEmbedding(vector=[float(x) for x in row[0]], model_id=row[1])
 
 

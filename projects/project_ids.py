@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from loopmem.errors import InvalidProjectId
-
-_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+from loopmem.params import canonical_uuid
 
 
 def parse_project_id(value: object) -> uuid.UUID | None:
     """None, "" or whitespace → None (global); a canonical hyphenated UUID → it; anything else → 422."""
-    if value is None:
+    if value is None or (isinstance(value, str) and value.strip() == ""):
         return None
-    if not isinstance(value, str):
+    parsed = canonical_uuid(value)
+    if parsed is None or (isinstance(value, str) and value != value.strip()):
         raise InvalidProjectId()
-    if value.strip() == "":
-        return None
-    if not _CANONICAL_UUID.match(value):
-        raise InvalidProjectId()
-    return uuid.UUID(value)
+    return parsed

@@ -27,7 +27,7 @@ def project_create(
 ) -> Project:
     """Create a project in a tenant; the slug defaults to the slugified name and is unique per tenant."""
     name = name.strip()
-    slug = (slug or "").strip().lower() or slugify(name)
+    slug = (slug or "").strip().lower() or slugify(name)[:100].strip("-_")
     repo_url = (repo_url or "").strip()
     errors: dict[str, list[str]] = {}
     if not name:

@@ -7,6 +7,8 @@ Best effort: Redis trouble means nothing is suppressed, which is the behaviour w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 import uuid
@@ -21,7 +23,9 @@ logger = logging.getLogger(__name__)
 
 
 def _key(tenant_id: uuid.UUID, subject_id: str, session_id: str) -> str:
-    return f"loopmem:recall_history:{tenant_id}:{subject_id}:{session_id}"
+    # Hashed as a JSON list: agent and session ids may contain ":", and ("a", "b:c") must not be ("a:b", "c").
+    parts = json.dumps([str(tenant_id), subject_id, session_id])
+    return f"loopmem:recall_history:{hashlib.sha256(parts.encode()).hexdigest()}"
 
 
 def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, ids: Iterable[str]) -> set[str]:

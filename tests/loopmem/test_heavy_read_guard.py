@@ -79,6 +79,19 @@ def test_a_join_without_the_tenant_raises():
         check(joined)
 
 
+def test_a_union_with_an_unscoped_query_raises():
+    with pytest.raises(UnscopedHeavyRead, match="combined"):
+        check(Memory.objects.filter(tenant_id=TENANT, subject_id="s1").union(Memory.objects.all()))
+
+
+def test_an_unscoped_subquery_in_the_ordering_raises():
+    from django.db.models import OuterRef, Subquery
+
+    foreign = Memory.objects.filter(id=OuterRef("id")).values("text")[:1]
+    with pytest.raises(UnscopedHeavyRead, match="tenant_id"):
+        check(Memory.objects.filter(tenant_id=TENANT, subject_id="s1").order_by(Subquery(foreign)))
+
+
 @heavy_db
 def test_the_session_refuses_an_unscoped_fetch_before_running_it(tenant):
     with (

@@ -168,3 +168,12 @@ def test_halted_tenant_cannot_remember(client_for, agent_key, tenant):
 
 def test_missing_key_is_401(client_for):
     assert client_for().post("/api/v1/memory", {"text": "x"}, format="json").status_code == 401
+
+
+def test_a_project_id_with_a_trailing_newline_is_422_not_500(client_for, agent_key, tenant):
+    project = ProjectFactory.create(tenant=tenant)
+    response = client_for(agent_key).post(
+        "/api/v1/memory", {"text": "x", "project_id": f"{project.id}\n"}, format="json"
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_project_id"

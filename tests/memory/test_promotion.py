@@ -424,3 +424,9 @@ def test_a_busy_tenant_over_budget_cannot_starve_a_quiet_one(client_for, make_ke
     report = promotion.promotion_sweep()
     assert report.enqueued == 2
     assert PromotionJob.objects.filter(tenant=other_tenant, session_id="quiet-1").exists()
+
+
+def test_an_over_long_session_id_is_422_not_500(agent):
+    response = promote(agent, "s" * 201)
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_session_id"

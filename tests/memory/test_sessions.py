@@ -262,3 +262,8 @@ def test_the_system_check_refuses_a_broken_ttl_invariant(interval, window, ttl, 
             assert errors[0].id == "memory.E001"
             with pytest.raises(SystemCheckError, match=r"memory\.E001"):
                 call_command("check")
+
+
+def test_a_session_id_with_a_slash_can_be_read_back(agent):
+    append(agent, "x", session_id="proj/branch-7")
+    assert [t["content"] for t in history(agent, "proj/branch-7")["data"]] == ["x"]

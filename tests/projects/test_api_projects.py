@@ -80,3 +80,15 @@ def test_list_paging_is_read_leniently_like_the_reference(client_for, agent_key)
     assert client.get("/api/v1/projects?limit=12abc").json()["meta"]["limit"] == 12
     meta = client.get("/api/v1/projects?limit=abc&offset=-1").json()["meta"]
     assert (meta["limit"], meta["offset"]) == (50, 0)
+
+
+def test_a_long_name_gets_a_slug_that_fits(client_for, user_key):
+    response = client_for(user_key).post("/api/v1/projects", {"name": "n" * 150}, format="json")
+    assert response.status_code == 201
+    assert response.json()["data"]["slug"] == "n" * 100
+
+
+def test_a_huge_offset_is_past_the_end_not_an_error(client_for, user_key):
+    response = client_for(user_key).get("/api/v1/projects?offset=99999999999999999999")
+    assert response.status_code == 200
+    assert response.json()["data"] == []
