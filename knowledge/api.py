@@ -183,6 +183,11 @@ def search_envelope(result: SearchResult) -> SearchEnvelope:
         "fallback": result.fallback,
         "fallback_reason": result.fallback_reason,
         "pool_capped": result.pool_capped,
+        # The reference's curated-resolver fields: this slice has no curated resolver, so they are always null.
+        "total_count_scope": None,
+        "remediation": None,
+        "importance_strength": None,
+        "provenance": None,
     }
     if result.semantic_path is not None:
         meta["semantic_path"] = result.semantic_path

@@ -18,6 +18,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from knowledge.models import Article, ArticleAccessEvent, RetrievalMetricsSnapshot
+from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ def access_record_surfacing(
     `rank` is 1-based (`first_rank` for the first article: a page's offset + 1). Rows carry the search id in
     `metadata.search_id` and `origin_search_id`. Returns False (and logs) when the write failed.
     """
+    if project_id is not None and project_in_tenant(tenant_id=tenant_id, project_id=project_id) is None:
+        project_id = None  # attribution only: a read's unknown or foreign project is never written as ours
     returned = len(articles) if results_returned is None else results_returned
     rows = [
         ArticleAccessEvent(

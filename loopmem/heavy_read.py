@@ -246,15 +246,14 @@ def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
     admitted = True
     try:
         now = time.time()
-        assert client is not None
-        pipe = client.pipeline()
+        pipe = redis_client().pipeline()
         pipe.zremrangebyscore(key, "-inf", now - ttl)
         pipe.zadd(key, {token: now})
         pipe.zcard(key)
         pipe.expire(key, int(ttl) + 1)
         in_flight = pipe.execute()[2]
         if in_flight > limit:
-            client.zrem(key, token)
+            redis_client().zrem(key, token)
             admitted = False
     except (redis.RedisError, OSError) as exc:
         logger.warning("heavy-read gate failing open: redis unreachable (%s)", exc)

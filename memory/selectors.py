@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -43,7 +43,6 @@ class RecallResult:
     recall_path: str | None = None  # "exact" | "ann"; None on the fallback
     ann_iterative_scan: str | None = None  # only when the ANN index ran
     ann_iterative_scan_reason: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def underfilled(self) -> bool:

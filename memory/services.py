@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
@@ -26,6 +27,7 @@ from loopmem.errors import (
     SelfSupersede,
     SupersedeCycle,
 )
+from loopmem.heavy_read import redis_client
 from loopmem.models import Tenant
 from loopmem.queue import enqueue_on_commit
 from loopmem.scope import Scope
@@ -248,7 +250,7 @@ def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_supersede
     if result.fallback or include_superseded:
         return
     ids = [str(hit.memory.id) for hit in result.hits if (hit.score or 0.0) >= settings.RECALL_BUMP_MIN_SCORE]
-    ids = [i for i in ids if _bump_admitted(tenant_id, i)]
+    ids = _bump_admitted(tenant_id, ids)
     if not ids:
         return
     if settings.RECALL_BUMP_MODE == "sync":
@@ -262,13 +264,19 @@ def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_supersede
         logger.warning("recall bump dropped for %d memories (broker unavailable)", len(ids), exc_info=True)
 
 
-def _bump_admitted(tenant_id: uuid.UUID, memory_id: str) -> bool:
-    from django.core.cache import cache
-
+def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
+    """The ids not bumped within the cooldown, by one pipelined SET NX per id (one round trip)."""
+    if not memory_ids:
+        return []
+    cooldown = settings.RECALL_BUMP_COOLDOWN_SECONDS
     try:
-        return bool(cache.add(f"bump:{tenant_id}:{memory_id}", 1, settings.RECALL_BUMP_COOLDOWN_SECONDS))
-    except Exception:
-        return True  # fail open: the conditional UPDATE still enforces the cooldown
+        pipe = redis_client().pipeline()
+        for memory_id in memory_ids:
+            pipe.set(f"loopmem:recall_bump:{tenant_id}:{memory_id}", 1, nx=True, ex=cooldown)
+        admitted = pipe.execute()
+    except (redis.RedisError, OSError):
+        return memory_ids  # fail open: the conditional UPDATE still enforces the cooldown
+    return [memory_id for memory_id, ok in zip(memory_ids, admitted, strict=True) if ok]
 
 
 def memory_bump_recall_counts(*, tenant_id: uuid.UUID, memory_ids: list[str]) -> int:

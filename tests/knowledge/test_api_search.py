@@ -53,6 +53,10 @@ def test_keyword_mode_ranks_full_text_matches_by_relevance(agent, corpus):
         "fallback": False,
         "fallback_reason": None,
         "pool_capped": False,
+        "total_count_scope": None,
+        "remediation": None,
+        "importance_strength": None,
+        "provenance": None,
         "outcome": "success",
     }
 

@@ -270,3 +270,14 @@ def test_the_project_partition_applies_to_both_halves(agent, tenant):
 def test_recall_goes_on_during_a_custody_halt(agent, corpus, tenant):
     tenant_halt(tenant=tenant)
     recall(agent, "deploy")
+
+
+def test_an_unknown_or_foreign_project_on_a_read_is_never_written_as_attribution(agent, tenant, other_tenant):
+    article(tenant, "Deploy pipeline", "deploy pipeline steps")
+    foreign = ProjectFactory.create(tenant=other_tenant)
+    for project_id in (str(uuid.uuid4()), str(foreign.id)):
+        body = recall(agent, "deploy pipeline", project_id=project_id)
+        assert (body["meta"]["degraded"], body["meta"]["degraded_reason"]) == (False, None)
+        rows = ArticleAccessEvent.objects.filter(origin_search_id=body["meta"]["recall_id"])
+        assert rows.exists()
+        assert set(rows.values_list("project_id", flat=True)) == {None}
