@@ -11,7 +11,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 from django.conf import settings
+from numpy.typing import NDArray
+
+Vector = Sequence[float] | NDArray[np.floating[Any]]
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class Candidate:
     id: str
     score: float
     content_hash: str | None = None
-    vector: Sequence[float] | None = None
+    vector: Vector | None = None
 
 
 @dataclass
@@ -138,9 +142,12 @@ def select(
             fingerprints.add(candidate.content_hash)
         unique.append(candidate)
 
-    # 3 + 4. Near-duplicates against the selected set, then greedy MMR.
+    # 3 + 4. Near-duplicates against the selected set, then greedy MMR, over one cosine matrix computed up front.
+    everyone = [*pinned, *unique]
+    sims = _cosine_matrix(everyone)
+    first = len(pinned)
     selected = list(pinned)
-    max_sim = [max((cosine(c.vector, s.vector) for s in selected), default=0.0) for c in unique]
+    max_sim = [float(sims[first + i, :first].max()) if first else 0.0 for i in range(len(unique))]
     remaining = list(range(len(unique)))
     while remaining and len(selected) < limit:
         kept = []
@@ -157,18 +164,37 @@ def select(
             key=lambda i: (config.lambda_ * unique[i].score - (1 - config.lambda_) * max_sim[i], -i),
         )
         remaining.remove(winner)
-        picked = unique[winner]
-        selected.append(picked)
+        selected.append(unique[winner])
         for index in remaining:
-            max_sim[index] = max(max_sim[index], cosine(unique[index].vector, picked.vector))
+            max_sim[index] = max(max_sim[index], float(sims[first + index, first + winner]))
     stats.selected = len(selected)
     return selected, stats
 
 
-def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
+def _cosine_matrix(candidates: Sequence[Candidate]) -> NDArray[np.float64]:
+    """Pairwise cosines; 0.0 wherever a vector is missing, zero, or of another length than the others."""
+    size = len(candidates)
+    sims = np.zeros((size, size), dtype=np.float64)
+    present = [i for i, c in enumerate(candidates) if c.vector is not None and len(c.vector) > 0]
+    if not present:
+        return sims
+    widths = {len(candidates[i].vector) for i in present}  # type: ignore[arg-type]  # None filtered above
+    if len(widths) > 1:
+        for i in present:
+            for j in present:
+                sims[i, j] = cosine(candidates[i].vector, candidates[j].vector)
+        return sims
+    matrix = np.asarray([candidates[i].vector for i in present], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    matrix[norms > 0] /= norms[norms > 0, None]
+    sims[np.ix_(present, present)] = matrix @ matrix.T
+    return sims
+
+
+def cosine(a: Vector | None, b: Vector | None) -> float:
     """dot / (|a| |b|); 0.0 when either is missing, the lengths differ, or a norm is zero."""
     if a is None or b is None or len(a) != len(b):
         return 0.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+    left, right = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    norm = float(np.linalg.norm(left) * np.linalg.norm(right))
+    return float(left @ right) / norm if norm else 0.0

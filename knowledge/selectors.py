@@ -16,6 +16,7 @@ from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import ExpressionWrapper, F, FloatField, QuerySet, Value
 from pgvector.django import CosineDistance
 
+from knowledge.diversity import Vector
 from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read
@@ -94,7 +95,7 @@ def article_visible_ids(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> 
 
 @dataclass(frozen=True)
 class ArticleVector:
-    vector: list[float] | None
+    vector: Vector | None
     content_hash: str | None
 
 

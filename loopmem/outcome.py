@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-_UNRUNNABLE_KNOWLEDGE = {"empty_query", "invalid_weights", "bad_request", "request_error"}
+# Knowledge failure tags that mean the search could not run at all (merged recall uses the same list).
+UNRUNNABLE_KNOWLEDGE = frozenset({"empty_query", "invalid_weights", "bad_request", "request_error"})
 _REASON_KEYS = ("reason", "degraded_reason", "fallback_reason", "semantic_unavailable_reason")
 
 
@@ -13,8 +14,8 @@ def outcome_for(meta: Mapping[str, Any], *, count: int, offset: int = 0) -> str:
     """The first matching rule wins."""
     reasons = {meta.get(key) for key in _REASON_KEYS} - {None}
     if (
-        meta.get("fallback_reason") in _UNRUNNABLE_KNOWLEDGE
-        or meta.get("degraded_reason") in _UNRUNNABLE_KNOWLEDGE
+        meta.get("fallback_reason") in UNRUNNABLE_KNOWLEDGE
+        or meta.get("degraded_reason") in UNRUNNABLE_KNOWLEDGE
         or "embedding_dimension_mismatch" in {meta.get("reason"), meta.get("degraded_reason")}
     ):
         return "error" if count == 0 else "degraded"

@@ -81,7 +81,12 @@ class RecallViewSet(viewsets.ViewSet):
 def render(context: RecallContext) -> dict[str, Any]:
     """The /recall body (reference §2.7): merged items, the untouched per-source envelopes, and the ledger meta."""
     knowledge = context.knowledge
-    data = [_item(item) for item in context.items]
+    memory_envelope = recall_envelope(context.memory)
+    # The merged memory items are hits of the memory half: reuse its serialized rows (one serializer for all).
+    serialized = {
+        str(hit.memory.id): row["memory"] for hit, row in zip(context.memory.hits, memory_envelope["data"], strict=True)
+    }
+    data = [_item(item, serialized) for item in context.items]
     knowledge_envelope = _knowledge_envelope(context)
     meta: dict[str, Any] = {
         "query": context.query,
@@ -110,10 +115,10 @@ def render(context: RecallContext) -> dict[str, Any]:
     meta["outcome"] = outcome_for(
         {**meta, "reason": context.memory.reason, "fallback_reason": knowledge.fallback_reason}, count=len(data)
     )
-    return {"data": data, "memory": recall_envelope(context.memory), "knowledge": knowledge_envelope, "meta": meta}
+    return {"data": data, "memory": memory_envelope, "knowledge": knowledge_envelope, "meta": meta}
 
 
-def _item(item: MergedItem) -> dict[str, Any]:
+def _item(item: MergedItem, serialized_memories: dict[str, Any]) -> dict[str, Any]:
     common = {
         "source": item.source,
         "score": item.score,
@@ -122,7 +127,8 @@ def _item(item: MergedItem) -> dict[str, Any]:
         "tokens_estimate": item.tokens_estimate,
     }
     if item.memory is not None:
-        return {**common, "memory": MemoryOut(item.memory).data}
+        found = serialized_memories.get(item.id)
+        return {**common, "memory": found if found is not None else MemoryOut(item.memory).data}
     assert item.hit is not None
     article = item.hit.article
     summary = {

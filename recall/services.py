@@ -30,6 +30,7 @@ from loopmem.errors import (
     TooManyArticleIds,
 )
 from loopmem.models import Tenant
+from loopmem.outcome import UNRUNNABLE_KNOWLEDGE
 from loopmem.params import clamp
 from loopmem.scope import Scope
 from memory.models import Memory
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
-UNRUNNABLE_KNOWLEDGE = ("empty_query", "invalid_weights", "bad_request", "request_error")
 
 
 def tokens_estimate(text: str) -> int:
@@ -119,8 +119,18 @@ def recall_context(
     memory_result = _memory_half(scope, query, limit, embedding)
     memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
     memory_items = [_memory_item(hit.memory, hit.score, memory_result.fallback) for hit in memory_result.hits]
+    # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
+    model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embeddings.spec_for(tenant).model_id
     knowledge = _knowledge_half(
-        viewer, scope, query, embedding, config, limit=limit, recall_id=recall_id, session_id=session_id
+        viewer,
+        scope,
+        query,
+        embedding,
+        config,
+        limit=limit,
+        recall_id=recall_id,
+        session_id=session_id,
+        model_id=model_id,
     )
 
     eligible = sorted([*memory_items, *knowledge.selected], key=lambda item: item.merge_key)
@@ -216,6 +226,7 @@ def _knowledge_half(
     limit: int,
     recall_id: uuid.UUID,
     session_id: str | None,
+    model_id: str,
 ) -> KnowledgeHalf:
     try:
         result = knowledge_search(
@@ -235,7 +246,9 @@ def _knowledge_half(
         return KnowledgeHalf(result=None, degraded=True, fallback_reason="request_error")
     half = KnowledgeHalf(result=result, degraded=result.fallback, fallback_reason=result.fallback_reason)
     half.pool = [_knowledge_item(hit, degraded=half.degraded) for hit in result.hits]
-    half.selected, half.diversity = _diversify(viewer, scope, half.pool, config, limit=limit, session_id=session_id)
+    half.selected, half.diversity = _diversify(
+        viewer, scope, half.pool, config, limit=limit, session_id=session_id, model_id=model_id
+    )
     half.selected.sort(key=lambda item: item.merge_key)
     return half
 
@@ -276,11 +289,14 @@ def _diversify(
     *,
     limit: int,
     session_id: str | None,
+    model_id: str,
 ) -> tuple[list[MergedItem], DiversityStats]:
     ids = [item.id for item in pool]
     seen = history.shown_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=ids)
     vectors = (
-        article_diversity_vectors(viewer=viewer, article_ids=[uuid.UUID(i) for i in ids]) if config.enabled else {}
+        article_diversity_vectors(viewer=viewer, article_ids=[uuid.UUID(i) for i in ids], model_id=model_id)
+        if config.enabled
+        else {}
     )
     candidates = []
     for item in pool:
