@@ -9,7 +9,7 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from knowledge import ledger, services
-from loopmem.embeddings import EmbeddingFailure, is_transient
+from loopmem.backfill import embed_one_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -19,26 +19,13 @@ EMBED_MAX_RETRIES = 4
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_article_task(self: DjangoTask, article_id: str) -> str:
     """Embed one article; transient provider failures retry with backoff, permanent ones wait for the sweep."""
-    try:
-        return services.article_embed(article_id=article_id)
-    except EmbeddingFailure as failure:
-        if not is_transient(failure):
-            logger.info("article %s not embedded (%s); the sweep will retry later", article_id, failure.tag)
-            return failure.tag
-        countdown = failure.retry_after or 2 ** (self.request.retries + 2)
-        raise self.retry(exc=failure, countdown=countdown) from failure
+    return embed_one_with_retries(self, f"article {article_id}", lambda: services.article_embed(article_id=article_id))
 
 
 @shared_task(base=DjangoTask)
 def article_embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed articles with no vector or a stale model's (lost tasks, outages, edits)."""
-    report = services.article_embedding_sweep()
-    return {
-        "embedded": report.embedded,
-        "failed": report.failed,
-        "tenants": report.tenants,
-        "failures": report.failures,
-    }
+    return services.article_embedding_sweep().as_dict()
 
 
 @shared_task(base=DjangoTask)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from loopmem import embeddings
 from loopmem.models import Tenant
@@ -32,6 +32,10 @@ class BackfillReport:
     def add_failure(self, tag: str, count: int) -> None:
         self.failed += count
         self.failures[tag] = self.failures.get(tag, 0) + count
+
+    def as_dict(self) -> dict[str, object]:
+        """The task result and operator summary."""
+        return {"embedded": self.embedded, "failed": self.failed, "tenants": self.tenants, "failures": self.failures}
 
     def merge(self, other: BackfillReport) -> None:
         self.embedded += other.embedded
@@ -80,3 +84,16 @@ def _embed(
 ) -> int:
     vectors, model_id = embeddings.embed_texts(tenant, [text_of(row) for row in rows])
     return sum(store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True))
+
+
+def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> str:
+    """The body of an embed-one-row task: transient provider failures retry with backoff (Celery's retry of
+    `task`), permanent ones are left for the sweep. Returns the outcome, or the failure's tag."""
+    try:
+        return embed()
+    except embeddings.EmbeddingFailure as failure:
+        if not embeddings.is_transient(failure):
+            logger.info("%s not embedded (%s); the sweep will retry later", what, failure.tag)
+            return failure.tag
+        countdown = failure.retry_after or 2 ** (task.request.retries + 2)
+        raise task.retry(exc=failure, countdown=countdown) from failure
