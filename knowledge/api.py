@@ -16,11 +16,12 @@ from knowledge.selectors import MAX_QUERY_LENGTH, SEARCH_MODES, SearchMode, Sear
 from knowledge.serializers import ArticleOut, ArticlePatchIn, ArticleProposeIn, ArticleSummaryOut
 from knowledge.visibility import viewer_for
 from loopmem.auth import principal_of
-from loopmem.errors import BadRequest, ValidationFailed
+from loopmem.errors import BadRequest
 from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
 from loopmem.params import MAX_OFFSET, clamp, lenient_int
+from loopmem.request_body import json_object
 from projects.project_ids import parse_project_id
 
 
@@ -31,7 +32,7 @@ class ArticleViewSet(viewsets.ViewSet):
 
     @extend_schema(request=ArticleProposeIn, responses={201: None, 200: None})
     def create(self, request: Request) -> Response:
-        body = _body(request)
+        body = json_object(request)
         project_id = parse_project_id(body.get("project_id"))
         viewer = viewer_for(principal_of(request))
         proposal_in = ArticleProposeIn(data=body)
@@ -86,7 +87,7 @@ class ArticleViewSet(viewsets.ViewSet):
     @extend_schema(request=ArticlePatchIn, responses={200: ArticleOut})
     def partial_update(self, request: Request, pk: str) -> Response:
         viewer = viewer_for(principal_of(request))
-        patch_in = ArticlePatchIn(data=_body(request))
+        patch_in = ArticlePatchIn(data=json_object(request))
         patch_in.is_valid(raise_exception=True)
         article = services.article_update(viewer=viewer, article_id=pk, **patch_in.validated_data)
         return Response({"data": ArticleOut(article).data})
@@ -230,9 +231,3 @@ def _tags(params: Any) -> list[str]:
     """`tags=a,b` (or repeated `tags=`): trimmed, lowercased, blanks dropped."""
     raw: list[str] = params.getlist("tags")
     return list(dict.fromkeys(t.strip().lower() for value in raw for t in value.split(",") if t.strip()))
-
-
-def _body(request: Request) -> dict[str, Any]:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("The request body must be a JSON object", details={"body": ["must be an object"]})
-    return request.data

@@ -25,6 +25,7 @@ from loopmem.models import ApiKey
 from loopmem.outcome import outcome_for
 from loopmem.pagination import page_params
 from loopmem.params import canonical_uuid, lenient_int, truthy
+from loopmem.request_body import json_object
 from loopmem.scope import scope_for
 from memory import graduation, promotion, selectors, services, sessions
 from memory.models import MAX_SESSION_ID_BYTES
@@ -44,7 +45,7 @@ class MemoryViewSet(viewsets.ViewSet):
 
     @extend_schema(request=RememberIn, responses={201: MemoryOut})
     def create(self, request: Request) -> Response:
-        body = _body(request)
+        body = json_object(request)
         project_id = parse_project_id(body.get("project_id"))
         principal = principal_of(request)
         scope = scope_for(principal, project_id=project_id)
@@ -120,7 +121,7 @@ class MemoryViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["post"])
     def promote(self, request: Request) -> Response:
         """Compile a session into long-term memories, asynchronously. No job id: it would leak a global counter."""
-        session_id = _body(request).get("session_id")
+        session_id = json_object(request).get("session_id")
         if not isinstance(session_id, str) or not session_id.strip():
             raise MissingSessionId()
         if len(session_id.encode()) > MAX_SESSION_ID_BYTES:
@@ -131,7 +132,7 @@ class MemoryViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses={200: None})
     @action(detail=False, methods=["post"])
     def recall(self, request: Request) -> Response:
-        body = _body(request)
+        body = json_object(request)
         project_id = parse_project_id(body.get("project_id"))
         query = body.get("query")
         if query is None:
@@ -155,7 +156,7 @@ class MemoryViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["post"])
     def graduate(self, request: Request) -> Response:
         """Propose one of your memories as an owner-visible knowledge article, through the novelty gate."""
-        body = _body(request)
+        body = json_object(request)
         memory_id, re_scope = body.get("memory_id"), body.get("re_scope")
         # Input is checked before the scope is resolved.
         parsed_id = canonical_uuid(memory_id)
@@ -194,9 +195,3 @@ def recall_envelope(result: RecallResult) -> dict[str, Any]:
             meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
     meta["outcome"] = outcome_for(meta, count=len(data))
     return {"data": data, "meta": meta}
-
-
-def _body(request: Request) -> dict[str, Any]:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("The request body must be a JSON object", details={"body": ["must be an object"]})
-    return request.data

@@ -33,10 +33,7 @@ class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
     source_session_id = serializers.CharField(max_length=200, required=False, allow_null=True, allow_blank=True)
 
     def validate_text(self, value: str) -> str:
-        size = len(value.encode())
-        if size > MAX_TEXT_BYTES:
-            raise serializers.ValidationError(f"exceeds maximum size of {MAX_TEXT_BYTES} bytes (got {size})")
-        return value
+        return validate_text_bytes(value)
 
     def validate_tags(self, value: list[str] | None) -> list[str]:
         return value or []
@@ -110,10 +107,7 @@ class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
         return validate_session_id(value)
 
     def validate_content(self, value: str) -> str:
-        size = len(value.encode())
-        if size > MAX_TEXT_BYTES:
-            raise serializers.ValidationError(f"exceeds maximum size of {MAX_TEXT_BYTES} bytes (got {size})")
-        return value
+        return validate_text_bytes(value)
 
     def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any]:
         return value or {}
@@ -152,3 +146,11 @@ class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_tier(self, turn: SessionTurn) -> str:
         return "session"
+
+
+def validate_text_bytes(value: str) -> str:
+    """Memory text and session content: at most 100,000 bytes (not characters)."""
+    size = len(value.encode())
+    if size > MAX_TEXT_BYTES:
+        raise serializers.ValidationError(f"exceeds maximum size of {MAX_TEXT_BYTES} bytes (got {size})")
+    return value

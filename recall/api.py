@@ -13,9 +13,10 @@ from rest_framework.response import Response
 from knowledge.api import search_envelope
 from knowledge.visibility import viewer_for
 from loopmem.auth import principal_of
-from loopmem.errors import InvalidQuery, InvalidSessionId, QueryTooLong, ValidationFailed
+from loopmem.errors import InvalidQuery, InvalidSessionId, QueryTooLong
 from loopmem.outcome import outcome_for
 from loopmem.params import lenient_int
+from loopmem.request_body import json_object
 from loopmem.scope import scope_for
 from memory.api import recall_envelope
 from memory.models import MAX_SESSION_ID_BYTES
@@ -35,7 +36,7 @@ class RecallViewSet(viewsets.ViewSet):
 
     @extend_schema(request=None, responses={200: None})
     def create(self, request: Request) -> Response:
-        body = _body(request)
+        body = json_object(request)
         # Every input is checked before anything is embedded.
         project_id = parse_project_id(body.get("project_id"))
         query = _query(body.get("query"))
@@ -56,7 +57,7 @@ class RecallViewSet(viewsets.ViewSet):
     @extend_schema(request=None, responses={200: None})
     @action(detail=False, methods=["post"], url_path=r"(?P<recall_id>[^/]+)/referenced")
     def referenced(self, request: Request, recall_id: str) -> Response:
-        body = _body(request)
+        body = json_object(request)
         project_id = parse_project_id(body.get("project_id"))
         principal = principal_of(request)
         tenant = scope_for(principal).tenant_id
@@ -188,9 +189,3 @@ def _session_id(value: object) -> str | None:
     if not isinstance(value, str) or len(value.encode()) > MAX_SESSION_ID_BYTES:
         raise InvalidSessionId()
     return value.strip() or None
-
-
-def _body(request: Request) -> dict[str, Any]:
-    if not isinstance(request.data, dict):
-        raise ValidationFailed("The request body must be a JSON object", details={"body": ["must be an object"]})
-    return request.data
