@@ -48,6 +48,7 @@ OnLowNovelty = Literal["draft", "skip"]
 OnGateUnavailable = Literal["create", "skip"]
 CREATE_STATUSES = (Article.Status.DRAFT, Article.Status.PUBLISHED)
 
+EMBED_ARTICLE_TASK = "knowledge.tasks.embed_article_task"
 _TITLE_INDEX = "articles_tenant_title_active_idx"
 _IDEMPOTENCY_INDEX = "articles_idempotency_key_uniq"
 
@@ -323,8 +324,6 @@ def _title_taken(viewer: Viewer, title: str) -> DuplicateTitle:
 def _insert(
     viewer: Viewer, draft: _Draft, *, verdict: Verdict, vector: QueryEmbedding | None, score: float | None = None
 ) -> Proposal:
-    from knowledge.tasks import embed_article_task  # tasks import services: import here to avoid the cycle
-
     embedded: dict[str, Any] = {}
     if vector is not None:
         embedded = {
@@ -349,7 +348,7 @@ def _insert(
                 **embedded,
             )
             if vector is None:
-                enqueue_on_commit(embed_article_task, str(article.id))
+                enqueue_on_commit(EMBED_ARTICLE_TASK, str(article.id))
     except IntegrityError as exc:
         violated = _violated_constraint(exc)
         if violated not in (_TITLE_INDEX, _IDEMPOTENCY_INDEX):
@@ -408,8 +407,6 @@ def article_update(
     if errors:
         raise ValidationFailed(details=errors)
 
-    from knowledge.tasks import embed_article_task  # tasks import services: import here to avoid the cycle
-
     parsed = selectors.parse_article_id(article_id)
     final_title: str | None = None  # the title the save tried to hold, for a 409 naming its holder
     try:
@@ -435,7 +432,7 @@ def article_update(
                 article.embedding_model = ""
                 article.embedding_content_hash = None
                 changed += ["embedding", "embedding_model", "embedding_content_hash"]
-                enqueue_on_commit(embed_article_task, str(article.id))
+                enqueue_on_commit(EMBED_ARTICLE_TASK, str(article.id))
             if changed:
                 final_title = article.title
                 article.save(update_fields=[*changed, "updated_at"])

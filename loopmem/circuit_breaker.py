@@ -29,17 +29,16 @@ class Breaker:
         self._failures = f"breaker:{key}:failures"
         self._open_until = f"breaker:{key}:open_until"
 
-    def check(self) -> None:
-        """Raise EmbeddingCircuitOpen while the circuit is open."""
-        from loopmem.embeddings import EmbeddingCircuitOpen
-
+    def open_for(self) -> float | None:
+        """Seconds until the open circuit closes again; None while it is closed (calls may go through)."""
         try:
             open_until = cache.get(self._open_until)
         except _REDIS_ERRORS as exc:
             logger.warning("circuit breaker unavailable, staying closed (%s)", exc)
-            return
+            return None
         if open_until is not None and open_until > time.time():
-            raise EmbeddingCircuitOpen("circuit open", retry_after=open_until - time.time())
+            return float(open_until - time.time())
+        return None
 
     def record_failure(self) -> None:
         try:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from django.conf import settings
 
-from loopmem import circuit_breaker
+from loopmem import circuit_breaker, providers
 from loopmem.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -202,9 +202,9 @@ class OpenAIEmbedder:
         if not spec.api_key:
             raise NoEmbeddingKey("no embedding API key is configured for this tenant or deployment")
         self._openai = openai
-        self._client = openai.OpenAI(
+        self._client = providers.openai_client(
+            base_url=spec.base_url,
             api_key=spec.api_key,
-            base_url=spec.base_url or None,
             timeout=EMBEDDING_TIMEOUT_SECONDS,
             max_retries=0,  # retries belong to the task queue, not to a request's critical path
         )
@@ -256,17 +256,20 @@ PROVIDERS: dict[str, Callable[[EmbedderSpec], Embedder]] = {
 
 def spec_for(tenant: Tenant) -> EmbedderSpec:
     """The tenant's embedder: its own settings where set, else the deployment's."""
-    provider = tenant.embedding_provider or settings.EMBEDDING_PROVIDER
-    uses_default_provider = not tenant.embedding_provider
-    model = tenant.embedding_model or (settings.EMBEDDING_MODEL if uses_default_provider else "")
-    # The deployment's key goes only to the deployment's endpoint: a tenant that points at its own server
-    # (or another provider) must bring its own key, or it would receive ours.
-    uses_default_endpoint = uses_default_provider and not tenant.embedding_base_url
+    resolved = providers.resolve_provider(
+        providers.ProviderChoice(
+            tenant.embedding_provider, tenant.embedding_model, tenant.embedding_base_url, tenant.embedding_api_key
+        ),
+        providers.ProviderChoice(
+            settings.EMBEDDING_PROVIDER,
+            settings.EMBEDDING_MODEL,
+            settings.EMBEDDING_BASE_URL,
+            settings.EMBEDDING_API_KEY,
+        ),
+        DEFAULT_MODELS,
+    )
     return EmbedderSpec(
-        provider=provider,
-        model=model or DEFAULT_MODELS.get(provider, ""),
-        base_url=tenant.embedding_base_url or (settings.EMBEDDING_BASE_URL if uses_default_provider else ""),
-        api_key=tenant.embedding_api_key or (settings.EMBEDDING_API_KEY if uses_default_endpoint else ""),
+        provider=resolved.provider, model=resolved.model, base_url=resolved.base_url, api_key=resolved.api_key
     )
 
 
@@ -287,7 +290,8 @@ def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]]
     """
     spec = spec_for(tenant)
     breaker = circuit_breaker.Breaker(f"{tenant.id}:{spec.provider}")
-    breaker.check()
+    if (open_for := breaker.open_for()) is not None:
+        raise EmbeddingCircuitOpen("circuit open", retry_after=open_for)
     try:
         factory = PROVIDERS[spec.provider]
         raw = factory(spec).embed([embedding_input(t) for t in texts])

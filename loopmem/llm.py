@@ -1,7 +1,7 @@
 """The chat LLM behind promotion: one call, `complete_json(system, user) -> str`, with typed failures.
 
 Only the `openai` provider is an LLM (the real SDK; any OpenAI-compatible `base_url`; per-tenant key).
-The deployment default `extractive` needs no LLM at all: see memory.promoter.
+The deployment default `extractive` needs no LLM at all: see memory.promotion.compilers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from django.conf import settings
 
+from loopmem import providers
 from loopmem.models import Tenant
 
 LLM_TIMEOUT_SECONDS = 25.0
@@ -67,16 +68,16 @@ class LLMSpec:
 
 
 def llm_spec_for(tenant: Tenant) -> LLMSpec:
-    provider = tenant.llm_provider or settings.LLM_PROVIDER
-    uses_default_provider = not tenant.llm_provider
-    model = tenant.llm_model or (settings.LLM_MODEL if uses_default_provider else "")
-    # As for embeddings: the deployment's key is sent only to the deployment's endpoint.
-    uses_default_endpoint = uses_default_provider and not tenant.llm_base_url
+    """The tenant's LLM: its own settings where set, else the deployment's."""
+    resolved = providers.resolve_provider(
+        providers.ProviderChoice(tenant.llm_provider, tenant.llm_model, tenant.llm_base_url, tenant.llm_api_key),
+        providers.ProviderChoice(
+            settings.LLM_PROVIDER, settings.LLM_MODEL, settings.LLM_BASE_URL, settings.LLM_API_KEY
+        ),
+        DEFAULT_MODELS,
+    )
     return LLMSpec(
-        provider=provider,
-        model=model or DEFAULT_MODELS.get(provider, ""),
-        base_url=tenant.llm_base_url or (settings.LLM_BASE_URL if uses_default_provider else ""),
-        api_key=tenant.llm_api_key or (settings.LLM_API_KEY if uses_default_endpoint else ""),
+        provider=resolved.provider, model=resolved.model, base_url=resolved.base_url, api_key=resolved.api_key
     )
 
 
@@ -86,8 +87,8 @@ def complete_json(spec: LLMSpec, *, system: str, user: str) -> str:
 
     if not spec.api_key:
         raise NoLLMKey("no LLM API key is configured for this tenant or deployment")
-    client = openai.OpenAI(
-        api_key=spec.api_key, base_url=spec.base_url or None, timeout=LLM_TIMEOUT_SECONDS, max_retries=1
+    client = providers.openai_client(
+        base_url=spec.base_url, api_key=spec.api_key, timeout=LLM_TIMEOUT_SECONDS, max_retries=1
     )
     try:
         response = client.chat.completions.create(

@@ -1,4 +1,8 @@
-"""Enqueueing Celery tasks after the surrounding transaction commits, without ever failing the write."""
+"""Enqueueing Celery tasks after the surrounding transaction commits, without ever failing the write.
+
+Tasks are sent by name: a service that enqueues never imports its app's `tasks` module (which imports the
+services), so there is no import cycle to keep alive with function-local imports.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,24 @@ import functools
 import logging
 from typing import Any
 
-from celery import Task
+from celery import current_app
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
 
-def enqueue_on_commit(task: Task, *args: Any) -> None:
-    """Send `task(*args)` once the transaction commits.
+def enqueue_on_commit(task_name: str, *args: Any) -> None:
+    """Send the task `task_name` with `args` once the transaction commits.
 
     If the broker is down the send fails, is logged, and the write stands: every task here has a sweep that
     finds the rows it would have handled.
     """
-    transaction.on_commit(functools.partial(_send, task, args))
+    transaction.on_commit(functools.partial(send, task_name, args))
 
 
-def _send(task: Task, args: tuple[Any, ...]) -> None:
+def send(task_name: str, args: tuple[Any, ...]) -> None:
+    """Send now (outside any transaction), logging instead of raising when the broker is unreachable."""
     try:
-        task.apply_async(args=args, retry=False)
+        current_app.send_task(task_name, args=args, retry=False)
     except Exception:
-        logger.warning("could not enqueue %s%r; its sweep will pick it up", task.name, args, exc_info=True)
+        logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args, exc_info=True)

@@ -27,8 +27,9 @@ from loopmem.pagination import page_params
 from loopmem.params import canonical_uuid, lenient_int, truthy
 from loopmem.request_body import json_object
 from loopmem.scope import scope_for
-from memory import graduation, promotion, selectors, services, sessions
+from memory import graduation, selectors, services
 from memory.models import MAX_SESSION_ID_BYTES
+from memory.promotion import jobs as promotion
 from memory.selectors import RecallResult
 from memory.serializers import MemoryOut, RememberIn, SessionTurnIn, SessionTurnOut, validate_session_id
 from projects.project_ids import parse_project_id
@@ -55,7 +56,7 @@ class MemoryViewSet(viewsets.ViewSet):
         if tier == "session":
             turn_in = SessionTurnIn(data=body)
             turn_in.is_valid(raise_exception=True)
-            turn = sessions.session_append(scope=scope, **turn_in.validated_data)
+            turn = services.session_append(scope=scope, **turn_in.validated_data)
             return Response({"data": SessionTurnOut(turn).data}, status=status.HTTP_201_CREATED)
         memory_in = RememberIn(data=body)
         memory_in.is_valid(raise_exception=True)
@@ -110,7 +111,7 @@ class MemoryViewSet(viewsets.ViewSet):
         except DRFValidationError as exc:
             raise ValidationFailed(details={"session_id": list(exc.detail)}) from exc
         limit, offset = page_params(request.query_params)
-        history = sessions.session_history(
+        history = selectors.session_history(
             scope=scope_for(principal_of(request)), session_id=session_id, limit=limit, offset=offset
         )
         meta: dict[str, Any] = {"total_count": history.total_count, "limit": limit, "offset": offset}

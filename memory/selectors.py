@@ -5,17 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import ExpressionWrapper, FloatField, QuerySet, Value
+from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from loopmem import embeddings, heavy_read
 from loopmem.models import Tenant
 from loopmem.params import clamp
 from loopmem.scope import Scope
-from memory.models import Memory
+from memory.models import Memory, SessionTurn
 
 logger = logging.getLogger(__name__)
 
@@ -169,3 +171,31 @@ def _listing(rows: QuerySet[Memory], *, include_superseded: bool, source: str | 
     if source in Memory.Source.values:
         rows = rows.filter(source=source)
     return rows.defer("embedding").order_by("-inserted_at", "-id")
+
+
+# --- Session tier reads -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionHistory:
+    """{results, meta: {total_count, limit, offset}} (reference §4.15)."""
+
+    results: list[SessionTurn]
+    total_count: int
+    limit: int
+    offset: int
+
+
+def session_turns(*, scope: Scope, session_id: str, now: datetime | None = None) -> QuerySet[SessionTurn]:
+    """The live turns of one of the subject's sessions, in insertion order."""
+    return (
+        SessionTurn.objects.for_scope(scope).filter(session_id=session_id).unexpired(now or timezone.now()).in_order()
+    )
+
+
+def session_history(*, scope: Scope, session_id: str, limit: int, offset: int) -> SessionHistory:
+    """A page of the session, oldest first. An unknown or foreign session is simply empty."""
+    turns = session_turns(scope=scope, session_id=session_id)
+    return SessionHistory(
+        results=list(turns[offset : offset + limit]), total_count=turns.count(), limit=limit, offset=offset
+    )

@@ -29,14 +29,16 @@ from loopmem.errors import (
 )
 from loopmem.heavy_read import redis_client
 from loopmem.models import Tenant
-from loopmem.queue import enqueue_on_commit
+from loopmem.queue import enqueue_on_commit, send
 from loopmem.scope import Scope
-from memory.models import Memory
+from memory.models import Memory, SessionTurn
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
 
 # The advisory lock class of the per-subject quota; the second key is the (tenant, subject) hash.
+EMBED_MEMORY_TASK = "memory.tasks.embed_memory_task"
+BUMP_RECALL_COUNTS_TASK = "memory.tasks.bump_recall_counts_task"
 _QUOTA_LOCK_CLASS = zlib.crc32(b"loopmem_memory_long_term_quota") - 2**31
 
 
@@ -75,9 +77,7 @@ def memory_remember(
             source=source,
             source_session_id=source_session_id,
         )
-        from memory.tasks import embed_memory_task  # tasks import services: import here to avoid the cycle
-
-        enqueue_on_commit(embed_memory_task, str(memory.id))
+        enqueue_on_commit(EMBED_MEMORY_TASK, str(memory.id))
     return memory
 
 
@@ -256,12 +256,8 @@ def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_supersede
     if settings.RECALL_BUMP_MODE == "sync":
         memory_bump_recall_counts(tenant_id=tenant_id, memory_ids=ids)
         return
-    from memory.tasks import bump_recall_counts_task
-
-    try:
-        bump_recall_counts_task.apply_async(args=[str(tenant_id), ids], retry=False)
-    except Exception:
-        logger.warning("recall bump dropped for %d memories (broker unavailable)", len(ids), exc_info=True)
+    # Dropped (logged) if the broker is down: a recall is never blocked by its bookkeeping.
+    send(BUMP_RECALL_COUNTS_TASK, (str(tenant_id), ids))
 
 
 def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
@@ -297,3 +293,64 @@ def memory_bump_recall_counts(*, tenant_id: uuid.UUID, memory_ids: list[str]) ->
         .filter(Q(last_recalled_at__isnull=True) | Q(last_recalled_at__lt=cooled))
         .update(recall_count=F("recall_count") + 1, last_recalled_at=now)
     )
+
+
+# --- Session tier: append-only turns, server-governed expiry, batched prune ------------------------------
+
+PRUNE_BATCH_SIZE = 1000
+
+
+def session_expires_at(requested: datetime | None, now: datetime) -> datetime:
+    """Server-governed expiry: missing → now + ttl; earlier than now + sweep window → floored; later → kept.
+
+    The floor guarantees a promotion sweep sees every turn before it expires.
+    """
+    floor = now + timedelta(seconds=settings.PROMOTION_SWEEP_WINDOW_SECONDS)
+    if requested is None:
+        return max(now + timedelta(seconds=settings.SESSION_TTL_SECONDS), floor)
+    return max(requested, floor)
+
+
+def session_append(
+    *,
+    scope: Scope,
+    session_id: str,
+    role: str,
+    content: str,
+    metadata: dict[str, Any] | None = None,
+    expires_at: datetime | None = None,
+) -> SessionTurn:
+    """Append one turn to the subject's session. Turns are never updated."""
+    if (
+        scope.project_id is not None
+        and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None
+    ):
+        raise InvalidProjectId()
+    return SessionTurn.objects.create(
+        tenant_id=scope.tenant_id,
+        subject_id=scope.subject_id,
+        project_id=scope.project_id,
+        session_id=session_id,
+        role=role,
+        content=content,
+        metadata=metadata or {},
+        expires_at=session_expires_at(expires_at, timezone.now()),
+    )
+
+
+def session_prune(*, now: datetime | None = None, batch_size: int = PRUNE_BATCH_SIZE) -> int:
+    """Delete expired turns of every tenant, in batches, until none are left; returns how many went."""
+    cutoff = now or timezone.now()
+    deleted = 0
+    while True:
+        # Batches keep each transaction (and its locks and WAL) small on a big backlog.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM session_memories WHERE id IN "
+                "(SELECT id FROM session_memories WHERE expires_at < %s LIMIT %s)",
+                [cutoff, batch_size],
+            )
+            batch: int = cursor.rowcount
+        deleted += batch
+        if batch < batch_size:
+            return deleted

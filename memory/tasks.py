@@ -1,14 +1,17 @@
-"""Memory's async work: embed one memory; sweep for memories left without (current) vectors."""
+"""Memory's async work: embedding, session prune, promotion, graduation. Each task loads by id and calls one service."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from loopmem.backfill import embed_one_with_retries
-from memory import promotion, services, sessions
+from memory import graduation, services
+from memory.promotion import evaluation
+from memory.promotion import jobs as promotion
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ def embedding_sweep_task() -> dict[str, object]:
 @shared_task(base=DjangoTask)
 def prune_session_turns_task() -> int:
     """Hourly: delete expired session turns (reads already hide them; this reclaims the space)."""
-    return sessions.session_prune()
+    return services.session_prune()
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None, acks_late=True)
@@ -60,31 +63,16 @@ def promotion_sweep_task() -> dict[str, int]:
 @shared_task(base=DjangoTask)
 def promotion_eval_task() -> int:
     """Daily: score each tenant's own LLM compiler on the shipped dataset (observability only)."""
-    from loopmem import llm
-    from loopmem.models import Tenant
-    from memory.promotion_eval import promotion_eval
-
-    scored = 0
-    for tenant in Tenant.objects.all():
-        spec = llm.llm_spec_for(tenant)
-        if spec.provider == "extractive" or not spec.api_key:
-            continue  # nothing to calibrate without a usable LLM
-        promotion_eval(tenant=tenant)
-        scored += 1
-    return scored
+    return evaluation.promotion_eval_tenants_with_llm()
 
 
 @shared_task(base=DjangoTask, ignore_result=True)
 def bump_recall_counts_task(tenant_id: str, memory_ids: list[str]) -> int:
     """Count recalls towards graduation, off the request path."""
-    import uuid
-
     return services.memory_bump_recall_counts(tenant_id=uuid.UUID(tenant_id), memory_ids=memory_ids)
 
 
 @shared_task(base=DjangoTask)
 def graduation_sweep_task(max_per_run: int | None = None) -> dict[str, int]:
     """Hourly: graduate the hottest memories (recalled ≥ 3 times), fairly across tenants."""
-    from memory.graduation import memory_graduation_sweep
-
-    return memory_graduation_sweep(max_per_run=max_per_run)
+    return graduation.memory_graduation_sweep(max_per_run=max_per_run)

@@ -85,3 +85,13 @@ def client_for() -> MakeClient:
 def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole error body the API must answer."""
     return {"error": {"status": status, "code": code, "message": message, "details": details or {}}}
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """Celery sends captured as (task name, args) instead of reaching the broker."""
+    from celery import current_app
+
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    monkeypatch.setattr(current_app, "send_task", lambda name, args=(), **kw: sent.append((name, tuple(args))))
+    return sent

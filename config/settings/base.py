@@ -10,9 +10,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agent.config import agent_config_from_env
 from config.env import env_bool, env_float, env_int, env_str
 from loopmem import embedded
-from loopmem.agent_config import agent_config_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "memory",
     "knowledge",
     "recall",
+    "bench",
 ]
 
 MIDDLEWARE = [
@@ -181,7 +182,7 @@ SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
 # --- Agent integration: the MCP server and the Claude Code Stop hook (docs/agents.md) ----------------------
 # Both are clients of this HTTP API acting as one agent key: LOOPMEM_URL, LOOPMEM_AGENT_KEY,
 # LOOPMEM_CLIENT_TIMEOUT_SECONDS, LOOPMEM_HOOK_TIMEOUT_SECONDS, LOOPMEM_SESSION_ID. They are read by
-# loopmem.agent_config, which `python -m loopmem.mcp_server` / `python -m loopmem.stop_hook` also call directly
+# agent.config, which `python -m agent.mcp_server` / `python -m agent.stop_hook` also call directly
 # so that they never load this module (and never start the embedded database above).
 AGENT_INTEGRATION = agent_config_from_env()
 

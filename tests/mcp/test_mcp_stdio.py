@@ -25,9 +25,9 @@ from tests.mcp.conftest import TOOLS, Agent, live_db, text_of
 
 @asynccontextmanager
 async def mcp_over_stdio(agent: Agent, errlog: Path) -> AsyncIterator[Client]:
-    """`python -m loopmem.mcp_server` in a subprocess, connected over its stdin/stdout."""
+    """`python -m agent.mcp_server` in a subprocess, connected over its stdin/stdout."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "loopmem.mcp_server"], env=agent.env, cwd=errlog.parent
+        command=sys.executable, args=["-m", "agent.mcp_server"], env=agent.env, cwd=errlog.parent
     )
     with errlog.open("w") as log:
         async with Client(stdio_client(params, errlog=log), read_timeout_seconds=20) as client:

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from loopmem.agent_config import AgentConfig
+from agent.config import AgentConfig
 from memory.models import PromotionJob
 from tests.mcp.conftest import ROOT, STOP_PAYLOAD, live_db, run_hook
 
@@ -102,7 +102,7 @@ def test_a_stdin_that_never_closes_costs_at_most_the_hook_budget(tmp_path, close
     env = offline_env(closed_port, LOOPMEM_AGENT_KEY="lm_x", LOOPMEM_HOOK_TIMEOUT_SECONDS="1")
     started = time.monotonic()
     hook = subprocess.Popen(
-        [sys.executable, "-m", "loopmem.stop_hook"],
+        [sys.executable, "-m", "agent.stop_hook"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -54,18 +54,12 @@ def test_body_scope_fields_and_source_are_ignored(client_for, agent_key, tenant,
     assert (data["tenant_id"], data["subject_id"], data["source"]) == (str(tenant.id), "agent-a", "explicit")
 
 
-def test_the_write_enqueues_its_embedding_after_commit(client_for, agent_key, django_capture_on_commit_callbacks):
-    from memory import tasks
-
-    sent: list[tuple[str, ...]] = []
-    original = tasks.embed_memory_task.apply_async
-    tasks.embed_memory_task.apply_async = lambda args, **kw: sent.append(tuple(args))
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            data = client_for(agent_key).post("/api/v1/memory", {"text": "x"}, format="json").json()["data"]
-    finally:
-        tasks.embed_memory_task.apply_async = original
-    assert sent == [(data["id"],)]
+def test_the_write_enqueues_its_embedding_after_commit(
+    client_for, agent_key, django_capture_on_commit_callbacks, sent_tasks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        data = client_for(agent_key).post("/api/v1/memory", {"text": "x"}, format="json").json()["data"]
+    assert sent_tasks == [("memory.tasks.embed_memory_task", (data["id"],))]
 
 
 @pytest.mark.parametrize(

@@ -79,15 +79,13 @@ def test_the_fallback_and_include_superseded_never_bump(agent, memory, monkeypat
 
 
 @override_settings(RECALL_BUMP_MODE="async")
-def test_the_async_mode_leaves_the_request_path(agent, memory, monkeypatch):
+def test_the_async_mode_leaves_the_request_path(agent, memory, sent_tasks):
     from memory import tasks
 
-    sent = []
-    monkeypatch.setattr(tasks.bump_recall_counts_task, "apply_async", lambda args, **kw: sent.append(args))
     recall(agent, TEXT)
-    assert sent == [[memory["tenant_id"], [memory["id"]]]]
+    assert sent_tasks == [("memory.tasks.bump_recall_counts_task", (memory["tenant_id"], [memory["id"]]))]
     assert Memory.objects.get(id=memory["id"]).recall_count == 0
-    assert tasks.bump_recall_counts_task(*sent[0]) == 1
+    assert tasks.bump_recall_counts_task(*sent_tasks[0][1]) == 1
 
 
 def test_merged_recall_bumps_too(agent, memory):

@@ -11,9 +11,11 @@ from django.utils import timezone
 from loopmem import embeddings, llm
 from loopmem.scope import Scope
 from loopmem.services import tenant_halt, tenant_set_provider
-from memory import promotion, tasks
+from memory import tasks
 from memory.models import Memory, PromotionJob, SessionPromotion
-from memory.promoter import EVAL_SUBJECT_ID, OPEN, REDACTED, SYSTEM_PROMPT
+from memory.promotion import jobs as promotion
+from memory.promotion.compilers import EVAL_SUBJECT_ID, OPEN, REDACTED, SYSTEM_PROMPT
+from memory.promotion.persist import promotion_persist
 from tests.conftest import error
 from tests.memory.conftest import heavy_db
 
@@ -308,16 +310,16 @@ def test_promoted_memories_are_invisible_to_other_subjects_and_tenants(
 
 def test_the_eval_subject_is_never_promoted(tenant, llm_tenant, fake_llm):
     scope = Scope(tenant_id=tenant.id, subject_id=EVAL_SUBJECT_ID)
-    from memory.sessions import session_append
+    from memory.services import session_append
 
     for content in ("a", "b"):
         session_append(scope=scope, session_id="e", role="fact", content=content)
     assert promotion.promotion_sweep().sessions == 0
     promotion.promotion_reserve(tenant_id=tenant.id, subject_id=EVAL_SUBJECT_ID, session_id="e", trigger="explicit")
     assert run_jobs() == ["skipped_eval"]
-    from memory.promoter import Candidate
+    from memory.promotion.compilers import Candidate
 
-    summary = promotion.promotion_persist(scope=scope, session_id="e", candidates=[Candidate(text="x", confidence=1)])
+    summary = promotion_persist(scope=scope, session_id="e", candidates=[Candidate(text="x", confidence=1)])
     assert (summary.promoted, Memory.objects.count()) == (0, 0)
 
 

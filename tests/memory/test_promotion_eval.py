@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from loopmem.services import tenant_set_provider
 from memory.models import PromotionEvalSnapshot, SessionTurn
-from memory.promotion_eval import dice, load_dataset, promotion_eval, score
+from memory.promotion.evaluation import dice, load_dataset, promotion_eval, score
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from loopmem.scope import Scope
 from loopmem.services import tenant_halt
-from memory import sessions
+from memory import selectors, services
 from memory.checks import promotion_ttl_invariant
 from memory.models import SessionTurn
 from tests.conftest import error
@@ -149,7 +149,7 @@ def test_concurrent_appends_get_distinct_ordered_seqs(tenant):
     def writer(n: int) -> None:
         try:
             for m in range(10):
-                sessions.session_append(scope=scope, session_id="s", role="user", content=f"{n}-{m}")
+                services.session_append(scope=scope, session_id="s", role="user", content=f"{n}-{m}")
         finally:
             connection.close()
 
@@ -158,7 +158,7 @@ def test_concurrent_appends_get_distinct_ordered_seqs(tenant):
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    turns = list(sessions.session_turns(scope=scope, session_id="s"))
+    turns = list(selectors.session_turns(scope=scope, session_id="s"))
     assert len(turns) == 40
     assert len({t.seq for t in turns}) == 40
     for n in range(4):  # each writer's own turns stay in its order
@@ -183,7 +183,7 @@ def test_prune_deletes_only_expired_turns_across_tenants_in_batches(tenant, othe
         for when in [past] * 1250 + [future] * 3
     ]
     SessionTurn.objects.bulk_create(turns)
-    assert sessions.session_prune(batch_size=1000) == 2500
+    assert services.session_prune(batch_size=1000) == 2500
     assert SessionTurn.objects.count() == 6
     assert not SessionTurn.objects.filter(expires_at__lt=timezone.now()).exists()
 

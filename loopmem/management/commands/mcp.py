@@ -8,11 +8,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from loopmem import mcp_server
+from agent import mcp_server
 
 
 class Command(BaseCommand):
-    """A thin wrapper over `python -m loopmem.mcp_server`, which agents should prefer: loading the settings
+    """A thin wrapper over `python -m agent.mcp_server`, which agents should prefer: loading the settings
     here starts the embedded database when DATABASE_URL is unset, and the server never needs it."""
 
     help = "Serve loopmem's MCP tools as the agent key LOOPMEM_AGENT_KEY against LOOPMEM_URL (see docs/agents.md)."

@@ -9,11 +9,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from loopmem import stop_hook
+from agent import stop_hook
 
 
 class Command(BaseCommand):
-    """A thin wrapper over `python -m loopmem.stop_hook`, which the hook should run instead: loading the
+    """A thin wrapper over `python -m agent.stop_hook`, which the hook should run instead: loading the
     settings here starts the embedded database when DATABASE_URL is unset, which a hook must not wait for."""
 
     help = "Promote the session named by a Claude Code hook payload on stdin (see docs/agents.md). Exits 0."

@@ -3,7 +3,7 @@ from typing import Any
 
 from loopmem.management.operator import OperatorCommand
 from loopmem.services import tenant_get
-from memory.promotion_eval import promotion_eval
+from memory.promotion.evaluation import promotion_eval
 
 
 class Command(OperatorCommand):
@@ -12,7 +12,7 @@ class Command(OperatorCommand):
     def add_command_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--tenant", required=True, help="tenant id or slug (its LLM settings are used)")
         parser.add_argument("--compiler", choices=["tenant", "extractive", "openai"], default="tenant")
-        parser.add_argument("--dataset", default="v1", help="dataset version (memory/promotion_eval/dataset_<v>.json)")
+        parser.add_argument("--dataset", default="v1", help="memory/promotion/datasets/dataset_<v>.json")
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         tenant = tenant_get(id_or_slug=options["tenant"])

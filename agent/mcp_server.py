@@ -7,7 +7,7 @@ error whose text is the API's error JSON (`{"error": {status, code, message, det
 with `status: null` when no answer came (`loopmem_unreachable`, `loopmem_timeout`) or an argument was refused
 before sending. No stack trace reaches the agent.
 
-Run `python -m loopmem.mcp_server` (imports no Django settings, so no embedded database starts) or
+Run `python -m agent.mcp_server` (imports no Django settings, so no embedded database starts) or
 `python manage.py mcp`. See docs/agents.md.
 """
 
@@ -20,13 +20,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from loopmem.agent_config import AgentConfig, agent_config_from_env
-from loopmem.client import JSONObject, LoopmemClient, LoopmemError
+from agent.client import JSONObject, LoopmemClient, LoopmemError
+from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +223,7 @@ def _call(action: Callable[[], JSONObject]) -> CallToolResult:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options shared by `python -m loopmem.mcp_server` and `manage.py mcp`."""
+    """The options shared by `python -m agent.mcp_server` and `manage.py mcp`."""
     parser.add_argument("--transport", choices=TRANSPORTS, default="stdio", help="default: stdio")
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http: interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="streamable-http: port (default 8765)")
@@ -251,13 +250,13 @@ def serve(config: AgentConfig, *, transport: str = "stdio", host: str = "127.0.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m loopmem.mcp_server [--transport stdio|streamable-http] [--host H] [--port P]`."""
-    parser = argparse.ArgumentParser(prog="python -m loopmem.mcp_server", description=DESCRIPTION)
+    """`python -m agent.mcp_server [--transport stdio|streamable-http] [--host H] [--port P]`."""
+    parser = argparse.ArgumentParser(prog="python -m agent.mcp_server", description=DESCRIPTION)
     add_arguments(parser)
     options = parser.parse_args(argv)
     try:
         config = agent_config_from_env()
-    except ImproperlyConfigured as exc:
+    except AgentConfigError as exc:
         sys.stderr.write(f"loopmem MCP server: {exc}\n")
         return 2
     return serve(config, transport=options.transport, host=options.host, port=options.port)

@@ -4,9 +4,8 @@ from typing import Any
 
 from loopmem.management.operator import OperatorCommand
 from memory.graduation import memory_graduation_sweep
-from memory.promotion import promotion_sweep
-from memory.services import memory_embedding_sweep
-from memory.sessions import session_prune
+from memory.promotion.jobs import promotion_sweep
+from memory.services import memory_embedding_sweep, session_prune
 
 SWEEPS = ("embedding", "prune", "promotion", "graduation")
 

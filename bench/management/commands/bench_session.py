@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from django.test import Client
 
-from loopmem.benchmarking import bench_agent, live_server, percentiles
+from bench.harness import bench_agent, live_server, percentiles
 from loopmem.management.operator import OperatorCommand
 from loopmem.progress import progress_bar
 from memory.models import SessionTurn

@@ -13,17 +13,18 @@ from typing import Any
 
 from django.utils import timezone
 
+from loopmem import llm
 from loopmem.models import Tenant
 from loopmem.scope import Scope
 from memory.models import PromotionEvalSnapshot, SessionTurn
-from memory.promoter import EVAL_SUBJECT_ID, CompileFailed, compiler_for, gate, load_turns
-from memory.promotion import emit
-from memory.sessions import session_append
+from memory.promotion.compilers import EVAL_SUBJECT_ID, CompileFailed, compiler_for, gate, load_turns
+from memory.promotion.events import emit
+from memory.services import session_append
 
 logger = logging.getLogger(__name__)
 
 MATCH_THRESHOLD = 0.5
-DATASETS = Path(__file__).parent
+DATASETS = Path(__file__).parent / "datasets"
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: the reference's [^\p{L}\p{N}]+ split
 
 
@@ -147,6 +148,18 @@ def promotion_eval(*, tenant: Tenant, compiler_name: str = "tenant", dataset_ver
         session_count=len(result.sessions),
     )
     return result
+
+
+def promotion_eval_tenants_with_llm() -> int:
+    """The daily eval: every tenant whose own LLM can be called is scored; returns how many were."""
+    scored = 0
+    for tenant in Tenant.objects.all():
+        spec = llm.llm_spec_for(tenant)
+        if spec.provider == "extractive" or not spec.api_key:
+            continue  # nothing to calibrate without a usable LLM
+        promotion_eval(tenant=tenant)
+        scored += 1
+    return scored
 
 
 def _store(tenant: Tenant, result: EvalResult) -> None:

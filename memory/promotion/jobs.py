@@ -1,18 +1,13 @@
-"""Promotion: a session's turns become durable long-term memories, unattended (reference §4.12, DESIGN §7).
-
-Trigger (explicit or sweep) → budget reservation + in-flight job → worker: fingerprint vs watermark → compile →
-confidence gate → cross-link check → persist (exact dedupe, synchronous embedding, near-duplicate supersede of
-promoted rows only, quota) → watermark. Every stage logs a structured `memory_promotion.<stage>` event.
-"""
+"""Promotion jobs: trigger (explicit or sweep) → budget reservation + in-flight job → worker: fingerprint vs
+watermark → compile → confidence gate → cross-link check → persist → watermark (reference §4.12, DESIGN §7).
+Every stage logs a structured `memory_promotion.<stage>` event."""
 
 from __future__ import annotations
 
-import json
-import logging
 import uuid
 import zlib
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -21,33 +16,23 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from loopmem import embeddings
-from loopmem.errors import HeavyReadOverloaded, PromotionBudgetExceeded
-from loopmem.models import Tenant
+from loopmem.errors import PromotionBudgetExceeded
 from loopmem.queue import enqueue_on_commit
 from loopmem.scope import Scope
-from memory import promoter
-from memory.models import Memory, PromotionJob, SessionPromotion
-from memory.promoter import EVAL_SUBJECT_ID, Candidate, CompileFailed, Compiler, Fingerprint
-from memory.selectors import recall_by_vector
-from memory.services import lock_subject_quota, memory_supersede
-
-logger = logging.getLogger("loopmem.promotion")
+from memory.models import PromotionJob, SessionPromotion
+from memory.promotion import compilers
+from memory.promotion.compilers import EVAL_SUBJECT_ID, CompileFailed, Compiler, Fingerprint
+from memory.promotion.events import emit
+from memory.promotion.persist import EmbeddingsDegraded, PromotionQuotaExceeded, promotion_persist
 
 _BUDGET_LOCK_CLASS = zlib.crc32(b"loopmem_memory_promotion_budget") - 2**31
 DEGRADED_SNOOZE_SECONDS = 300
 MAX_SNOOZES = 12  # about an hour of waiting (degraded embeddings, a rate-limited LLM), then it fails visibly
 MAX_RUNS = 5  # deliveries of one job, crashes included, before the rescue gives up on it
 MAX_COMPILE_ATTEMPTS = 2
-NEAR_DUP_POOL = 10
 STALE_PENDING = timedelta(minutes=10)
 STALE_RUNNING = timedelta(minutes=30)
-
-
-def emit(event: str, /, *, tenant_id: object, **fields: Any) -> None:
-    """One structured log line per pipeline stage: `memory_promotion.<event> {json}`."""
-    payload = {"event": f"memory_promotion.{event}", "tenant_id": str(tenant_id), **fields}
-    logger.info("memory_promotion.%s %s", event, json.dumps(payload, default=str), extra={"promotion": payload})
+PROMOTE_SESSION_TASK = "memory.tasks.promote_session_task"
 
 
 # --- Budget and the in-flight ledger ------------------------------------------------------------------------
@@ -72,8 +57,6 @@ def promotion_reserve(
     concurrent triggers cannot overshoot it, and re-promoting one session cannot spend more than one unit per
     compile. Over budget → PromotionBudgetExceeded, before any LLM call.
     """
-    from memory.tasks import promote_session_task  # tasks import this module
-
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_BUDGET_LOCK_CLASS, _tenant_lock_key(tenant_id)])
@@ -98,7 +81,7 @@ def promotion_reserve(
                 )
         except IntegrityError:  # the partial unique index: a job created outside this lock (none does today)
             return in_flight.get(subject_id=subject_id, session_id=session_id), False
-        enqueue_on_commit(promote_session_task, str(job.id))
+        enqueue_on_commit(PROMOTE_SESSION_TASK, str(job.id))
     return job, True
 
 
@@ -115,24 +98,6 @@ def promotion_request(*, scope: Scope, session_id: str) -> PromotionJob:
 
 
 # --- The worker -----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PersistSummary:
-    promoted: int = 0
-    superseded: int = 0
-    deduped: int = 0
-    memory_ids: list[str] = field(default_factory=list)
-
-
-class EmbeddingsDegraded(Exception):
-    """Persisting needs embeddings (dedupe by meaning) that cannot be had right now: try the run later."""
-
-
-class PromotionQuotaExceeded(Exception):
-    def __init__(self, summary: PersistSummary) -> None:
-        super().__init__("quota_exceeded")
-        self.summary = summary
 
 
 @dataclass(frozen=True)
@@ -156,8 +121,8 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     scope = Scope(tenant_id=tenant.id, subject_id=job.subject_id)
     if job.subject_id == EVAL_SUBJECT_ID:
         return _finish(job, "skipped_eval")
-    turns = promoter.load_turns(scope=scope, session_id=job.session_id)
-    fingerprint = promoter.session_fingerprint(turns)
+    turns = compilers.load_turns(scope=scope, session_id=job.session_id)
+    fingerprint = compilers.session_fingerprint(turns)
     if fingerprint.turn_count <= 1:
         # No watermark and no budget: junk sessions cannot starve the tenant.
         return _finish(job, "skipped_too_short", skipped=True)
@@ -170,7 +135,7 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         emit("budget_exceeded", tenant_id=tenant.id, count=1, stage="worker")
         return _finish(job, "budget_exceeded", state=PromotionJob.State.DISCARDED)
 
-    compiler = compiler or promoter.compiler_for(tenant)
+    compiler = compiler or compilers.compiler_for(tenant)
     job.compiled_at = timezone.now()
     job.save(update_fields=["compiled_at", "updated_at"])
     try:
@@ -182,7 +147,7 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         if job.attempts >= MAX_COMPILE_ATTEMPTS:
             return _finish(job, f"compile_failed:{failure.reason}", state=PromotionJob.State.FAILED)
         return _again(job, f"compile_retry:{failure.reason}", 30 * job.attempts)
-    survivors = promoter.visible_cross_links(scope, promoter.gate(compiled))
+    survivors = compilers.visible_cross_links(scope, compilers.gate(compiled))
     emit("compiled", tenant_id=tenant.id, candidates=len(compiled), session_id=job.session_id)
     if len(compiled) > len(survivors):
         emit("gated_out", tenant_id=tenant.id, count=len(compiled) - len(survivors))
@@ -247,102 +212,6 @@ def _advance_watermark(scope: Scope, session_id: str, fingerprint: Fingerprint) 
             "promoted_at": timezone.now(),
         },
     )
-
-
-# --- Persist ------------------------------------------------------------------------------------------------
-
-
-def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candidate]) -> PersistSummary:
-    """Write survivors as `promoted` memories (reference §4.12 persist_promotion); the eval subject writes nothing."""
-    summary = PersistSummary()
-    if scope.subject_id == EVAL_SUBJECT_ID:
-        return summary
-    tenant = Tenant.objects.get(id=scope.tenant_id)
-    for candidate in candidates:
-        content_hash = embeddings.content_hash(candidate.text)
-        if _promoted_exists(scope, content_hash):
-            summary.deduped += 1
-            continue
-        try:
-            # Synchronous: no async gap in which a paraphrase could slip past the near-duplicate check.
-            [vector], model_id = embeddings.embed_texts(tenant, [candidate.text])
-        except embeddings.EmbeddingFailure as failure:
-            raise EmbeddingsDegraded(failure.tag) from failure
-        truncated = len(candidate.text) > embeddings.EMBEDDING_MAX_CHARS
-        near = None if truncated else _near_duplicate(scope, vector, model_id)
-        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary)
-    return summary
-
-
-def _promoted_exists(scope: Scope, content_hash: str) -> bool:
-    return (
-        Memory.objects.for_scope(scope)
-        .filter(source=Memory.Source.PROMOTED, embedding_content_hash=content_hash)
-        .exists()
-    )
-
-
-def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory | None:
-    """The nearest live promoted memory at ≥ the near-dup threshold; an explicit memory is never a target."""
-    global_scope = Scope(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
-    try:
-        result = recall_by_vector(scope=global_scope, vector=vector, model_id=model_id, k=NEAR_DUP_POOL)
-    except HeavyReadOverloaded as exc:
-        raise EmbeddingsDegraded("heavy_read_overloaded") from exc
-    for hit in result.hits:
-        memory = hit.memory
-        if (
-            hit.score is not None
-            and hit.score >= settings.PROMOTION_NEAR_DUP_THRESHOLD
-            and memory.source == Memory.Source.PROMOTED
-            and len(memory.text) <= embeddings.EMBEDDING_MAX_CHARS
-        ):
-            return memory
-    return None
-
-
-def _insert_promoted(
-    scope: Scope,
-    session_id: str,
-    candidate: Candidate,
-    content_hash: str,
-    vector: list[float],
-    model_id: str,
-    near: Memory | None,
-    summary: PersistSummary,
-) -> None:
-    with transaction.atomic():
-        lock_subject_quota(scope)
-        if _promoted_exists(scope, content_hash):
-            summary.deduped += 1
-            return
-        if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
-            raise PromotionQuotaExceeded(summary)
-        memory = Memory(
-            id=uuid.uuid4(),
-            tenant_id=scope.tenant_id,
-            subject_id=scope.subject_id,
-            text=candidate.text,
-            confidence=candidate.confidence,
-            source=Memory.Source.PROMOTED,
-            source_session_id=session_id,
-            tags=list(candidate.tags),
-            metadata={"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)},
-            embedding=vector,
-            embedding_model=model_id,
-            embedding_content_hash=content_hash,
-        )
-        # The partial unique index (tenant, subject, hash) WHERE promoted is the last word on exact duplicates.
-        Memory.objects.bulk_create([memory], ignore_conflicts=True)
-        if not Memory.objects.filter(id=memory.id).exists():
-            summary.deduped += 1
-            return
-        summary.memory_ids.append(str(memory.id))
-        if near is not None and Memory.objects.filter(id=near.id, superseded_by__isnull=True).exists():
-            memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id))
-            summary.superseded += 1
-        else:
-            summary.promoted += 1
 
 
 # --- The sweep ----------------------------------------------------------------------------------------------
@@ -421,8 +290,6 @@ def rescue_stale_jobs() -> int:
 
     A job that keeps dying mid-run (a crash each time) is failed after MAX_RUNS instead of looping forever.
     """
-    from memory.tasks import promote_session_task
-
     now = timezone.now()
     stale = PromotionJob.objects.filter(state=PromotionJob.State.PENDING, updated_at__lt=now - STALE_PENDING) | (
         PromotionJob.objects.filter(state=PromotionJob.State.RUNNING, updated_at__lt=now - STALE_RUNNING)
@@ -435,6 +302,6 @@ def rescue_stale_jobs() -> int:
             continue
         with transaction.atomic():
             PromotionJob.objects.filter(id=job.id).update(state=PromotionJob.State.PENDING, updated_at=now)
-            enqueue_on_commit(promote_session_task, str(job.id))
+            enqueue_on_commit(PROMOTE_SESSION_TASK, str(job.id))
         rescued += 1
     return rescued

@@ -11,12 +11,12 @@ from typing import Any
 
 from django.conf import settings
 
-from loopmem.benchmarking import BENCH_RATE_LIMIT
+from bench import scale_corpus
+from bench.harness import BENCH_RATE_LIMIT
 from loopmem.management.operator import OperatorCommand, tenant_summary
 from loopmem.models import Tenant
 from loopmem.progress import progress_bar
 from loopmem.services import tenant_create, tenant_set_provider
-from memory import scale_corpus
 
 
 @dataclass(frozen=True)

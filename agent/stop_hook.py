@@ -8,7 +8,7 @@ the agent. Nothing is lost by giving up: promotion is idempotent, and the hourly
 whose turns are still alive. It never decides anything for Claude Code (stdout stays empty), so
 `stop_hook_active` needs no special case.
 
-Run `python -m loopmem.stop_hook` (imports no Django settings, so no embedded database starts) or
+Run `python -m agent.stop_hook` (imports no Django settings, so no embedded database starts) or
 `python manage.py promote_session_hook`. See docs/agents.md.
 """
 
@@ -22,10 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from django.core.exceptions import ImproperlyConfigured
-
-from loopmem.agent_config import AgentConfig, agent_config_from_env
-from loopmem.client import LoopmemAPIError, LoopmemClient, LoopmemTimeout, LoopmemUnreachable
+from agent.client import LoopmemAPIError, LoopmemClient, LoopmemTimeout, LoopmemUnreachable
+from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 # Claude Code's payloads are a few hundred bytes; anything near this is not one.
 MAX_PAYLOAD_CHARS = 1_000_000
@@ -134,10 +132,10 @@ def _refusal(exc: LoopmemAPIError, session_id: str) -> str:
 
 
 def main() -> int:
-    """`python -m loopmem.stop_hook`: exit status 0, always."""
+    """`python -m agent.stop_hook`: exit status 0, always."""
     try:
         config = agent_config_from_env()
-    except ImproperlyConfigured as exc:
+    except AgentConfigError as exc:
         sys.stderr.write(f"loopmem: skipped: {exc}\n")
         return 0
     outcome = run(config, stdin=sys.stdin)

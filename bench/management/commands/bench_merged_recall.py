@@ -1,6 +1,6 @@
 """bench_merged_recall: latency of merged recall (POST /api/v1/recall) over memories and articles in one tenant.
 
-The memory half reads the diluted corpus of `memory.scale_corpus` (the one `bench_recall` measures); the
+The memory half reads the diluted corpus of `bench.scale_corpus` (the one `bench_recall` measures); the
 knowledge half reads the topical corpus of `bench_knowledge_search` plus articles placed near the queries' vectors
 (published, `shared`, tagged with the hashing model id), so both halves return rows and the diversity selector has
 near-duplicates to drop. Every query is a text the `hashing` provider embeds to the memory corpus's query vector.
@@ -31,18 +31,18 @@ from django.db import connection
 from django.test import Client
 from rest_framework.renderers import JSONRenderer
 
-from knowledge.management.commands import bench_knowledge_search
+from bench import scale_corpus
+from bench.harness import percentiles
+from bench.management.commands import bench_knowledge_search
+from bench.management.commands.bench_recall import prepare_corpus
 from knowledge.models import Article
 from knowledge.visibility import Viewer
 from loopmem import embeddings
-from loopmem.benchmarking import percentiles
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey, Tenant
 from loopmem.progress import progress_bar
 from loopmem.scope import Scope
 from loopmem.services import IssuedKey, api_key_create, api_key_revoke
-from memory import scale_corpus
-from memory.management.commands.bench_recall import prepare_corpus
 from memory.models import Memory
 from recall import api as recall_api
 from recall.services import RecallContext, recall_context

@@ -13,11 +13,11 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client, override_settings
 
+from bench.harness import bench_agent, percentiles
 from knowledge.models import Article
 from knowledge.selectors import QueryEmbedding, SearchMode, knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings
-from loopmem.benchmarking import bench_agent, percentiles
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.progress import progress_bar

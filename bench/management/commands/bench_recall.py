@@ -27,16 +27,16 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from bench import scale_corpus
+from bench.harness import percentiles
+from bench.management.commands.seed_scale import corpus_progress, scale_tenant
 from loopmem import embeddings
-from loopmem.benchmarking import percentiles
 from loopmem.heavy_read import HEAVY_READ_ALIAS
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey, Tenant
 from loopmem.progress import progress_bar
 from loopmem.scope import Scope
 from loopmem.services import IssuedKey, api_key_create, api_key_revoke
-from memory import scale_corpus
-from memory.management.commands.seed_scale import corpus_progress, scale_tenant
 from memory.models import Memory
 from memory.selectors import RecallResult, recall_by_vector
 

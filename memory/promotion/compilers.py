@@ -24,7 +24,7 @@ from loopmem import llm
 from loopmem.models import Tenant
 from loopmem.scope import Scope
 from memory.models import MAX_TEXT_BYTES, SessionTurn
-from memory.sessions import session_turns
+from memory.selectors import session_turns
 
 EVAL_SUBJECT_ID = "__promotion_eval__"  # deliberately not a UUID: it can never be a real key's subject
 MAX_TURNS = 200

@@ -6,12 +6,16 @@ import io
 import json
 from typing import Any
 
+import pytest
 from django.core.management import call_command
 
 from knowledge.models import Article
-from tests.knowledge.conftest import heavy_db
 
-pytestmark = heavy_db
+pytestmark = pytest.mark.django_db(
+    transaction=True,
+    databases=["default", "heavy_read"],
+    available_apps=["loopmem", "projects", "memory", "knowledge", "bench"],
+)
 
 
 def bench(queries: int) -> dict[str, Any]:

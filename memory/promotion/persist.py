@@ -1,0 +1,132 @@
+"""Persist: survivors become `promoted` memories (exact dedupe, synchronous embedding, near-duplicate supersede
+of promoted rows only, quota)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+
+from loopmem import embeddings
+from loopmem.errors import HeavyReadOverloaded
+from loopmem.models import Tenant
+from loopmem.scope import Scope
+from memory.models import Memory
+from memory.promotion.compilers import EVAL_SUBJECT_ID, Candidate
+from memory.selectors import recall_by_vector
+from memory.services import lock_subject_quota, memory_supersede
+
+NEAR_DUP_POOL = 10
+
+
+@dataclass
+class PersistSummary:
+    promoted: int = 0
+    superseded: int = 0
+    deduped: int = 0
+    memory_ids: list[str] = field(default_factory=list)
+
+
+class EmbeddingsDegraded(Exception):
+    """Persisting needs embeddings (dedupe by meaning) that cannot be had right now: try the run later."""
+
+
+class PromotionQuotaExceeded(Exception):
+    def __init__(self, summary: PersistSummary) -> None:
+        super().__init__("quota_exceeded")
+        self.summary = summary
+
+
+def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candidate]) -> PersistSummary:
+    """Write survivors as `promoted` memories (reference §4.12 persist_promotion); the eval subject writes nothing."""
+    summary = PersistSummary()
+    if scope.subject_id == EVAL_SUBJECT_ID:
+        return summary
+    tenant = Tenant.objects.get(id=scope.tenant_id)
+    for candidate in candidates:
+        content_hash = embeddings.content_hash(candidate.text)
+        if _promoted_exists(scope, content_hash):
+            summary.deduped += 1
+            continue
+        try:
+            # Synchronous: no async gap in which a paraphrase could slip past the near-duplicate check.
+            [vector], model_id = embeddings.embed_texts(tenant, [candidate.text])
+        except embeddings.EmbeddingFailure as failure:
+            raise EmbeddingsDegraded(failure.tag) from failure
+        truncated = len(candidate.text) > embeddings.EMBEDDING_MAX_CHARS
+        near = None if truncated else _near_duplicate(scope, vector, model_id)
+        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary)
+    return summary
+
+
+def _promoted_exists(scope: Scope, content_hash: str) -> bool:
+    return (
+        Memory.objects.for_scope(scope)
+        .filter(source=Memory.Source.PROMOTED, embedding_content_hash=content_hash)
+        .exists()
+    )
+
+
+def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory | None:
+    """The nearest live promoted memory at ≥ the near-dup threshold; an explicit memory is never a target."""
+    global_scope = Scope(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+    try:
+        result = recall_by_vector(scope=global_scope, vector=vector, model_id=model_id, k=NEAR_DUP_POOL)
+    except HeavyReadOverloaded as exc:
+        raise EmbeddingsDegraded("heavy_read_overloaded") from exc
+    for hit in result.hits:
+        memory = hit.memory
+        if (
+            hit.score is not None
+            and hit.score >= settings.PROMOTION_NEAR_DUP_THRESHOLD
+            and memory.source == Memory.Source.PROMOTED
+            and len(memory.text) <= embeddings.EMBEDDING_MAX_CHARS
+        ):
+            return memory
+    return None
+
+
+def _insert_promoted(
+    scope: Scope,
+    session_id: str,
+    candidate: Candidate,
+    content_hash: str,
+    vector: list[float],
+    model_id: str,
+    near: Memory | None,
+    summary: PersistSummary,
+) -> None:
+    with transaction.atomic():
+        lock_subject_quota(scope)
+        if _promoted_exists(scope, content_hash):
+            summary.deduped += 1
+            return
+        if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
+            raise PromotionQuotaExceeded(summary)
+        memory = Memory(
+            id=uuid.uuid4(),
+            tenant_id=scope.tenant_id,
+            subject_id=scope.subject_id,
+            text=candidate.text,
+            confidence=candidate.confidence,
+            source=Memory.Source.PROMOTED,
+            source_session_id=session_id,
+            tags=list(candidate.tags),
+            metadata={"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)},
+            embedding=vector,
+            embedding_model=model_id,
+            embedding_content_hash=content_hash,
+        )
+        # The partial unique index (tenant, subject, hash) WHERE promoted is the last word on exact duplicates.
+        Memory.objects.bulk_create([memory], ignore_conflicts=True)
+        if not Memory.objects.filter(id=memory.id).exists():
+            summary.deduped += 1
+            return
+        summary.memory_ids.append(str(memory.id))
+        if near is not None and Memory.objects.filter(id=near.id, superseded_by__isnull=True).exists():
+            memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id))
+            summary.superseded += 1
+        else:
+            summary.promoted += 1
