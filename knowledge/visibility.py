@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from loopmem.auth import Principal
 from loopmem.models import ApiKey
+from loopmem.principal import Principal
 from loopmem.scope import Scope, scope_for
 
 
@@ -23,9 +23,10 @@ class Viewer:
     sees_all: bool = False
 
 
-def viewer_for(principal: Principal) -> Viewer:
-    """The viewer of a request. A tenant-less superadmin must impersonate (422 impersonation_tenant_required)."""
-    scope = scope_for(principal)
+def viewer_for(principal: Principal, scope: Scope | None = None) -> Viewer:
+    """The viewer of a request (of its already resolved `scope`, if given). A tenant-less superadmin must
+    impersonate (422 impersonation_tenant_required)."""
+    scope = scope or scope_for(principal)
     return Viewer(tenant_id=scope.tenant_id, subject_id=scope.subject_id, sees_all=principal.role != ApiKey.Role.AGENT)
 
 

@@ -7,8 +7,8 @@ from typing import Any
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from loopmem.auth import Principal
 from loopmem.errors import TenantHalted
+from loopmem.principal import Principal
 
 
 class TenantNotHalted(BasePermission):

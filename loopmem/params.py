@@ -1,14 +1,49 @@
-"""Lenient request knobs, read the reference's way (limits, flags), shared by every read endpoint."""
+"""The wire's rules, once each and free of DRF (services and selectors may use them too): the canonical UUID,
+`project_id`, the session-id rule, and lenient limits, offsets and flags read the reference's way."""
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
+
+from loopmem.errors import InvalidProjectId
+from loopmem.scope import MAX_SESSION_ID_BYTES
+
+# Offsets past this are past the end of anything stored; larger ones would overflow the database's bigint.
+MAX_OFFSET = 10**9
+DEFAULT_PAGE_LIMIT = 50
+MAX_PAGE_LIMIT = 200
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
 _CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-# Offsets past this are past the end of anything stored; larger ones would overflow the database's bigint.
-MAX_OFFSET = 10**9
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """A canonical hyphenated UUID (any case; surrounding whitespace allowed), else None. Nothing else passes."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    return uuid.UUID(text) if _CANONICAL_UUID.fullmatch(text) else None
+
+
+def project_id_from(value: object) -> uuid.UUID | None:
+    """None, "" or whitespace → None (global); a canonical hyphenated UUID → it; anything else → 422."""
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    parsed = canonical_uuid(value)
+    if parsed is None or (isinstance(value, str) and value != value.strip()):
+        raise InvalidProjectId()
+    return parsed
+
+
+def session_id_problem(value: object) -> str | None:
+    """The one session-id rule: opaque text, not blank, at most 200 bytes. "missing" | "too_long" | None."""
+    if not isinstance(value, str) or not value.strip():
+        return "missing"
+    if len(value.encode()) > MAX_SESSION_ID_BYTES:
+        return "too_long"
+    return None
 
 
 def lenient_int(value: object, default: int) -> int:
@@ -33,9 +68,10 @@ def truthy(value: object) -> bool:
     return value is True or value == "true"
 
 
-def canonical_uuid(value: object) -> uuid.UUID | None:
-    """A canonical hyphenated UUID (any case; surrounding whitespace allowed), else None. Nothing else passes."""
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    return uuid.UUID(text) if _CANONICAL_UUID.fullmatch(text) else None
+def page_params(
+    params: Mapping[str, str], *, default: int = DEFAULT_PAGE_LIMIT, maximum: int = MAX_PAGE_LIMIT
+) -> tuple[int, int]:
+    """(limit, offset) as the reference reads them: lenient integers, limit clamped to [1, maximum], offset ≥ 0."""
+    limit = clamp(lenient_int(params.get("limit"), default), 1, maximum)
+    offset = clamp(lenient_int(params.get("offset"), 0), 0, MAX_OFFSET)
+    return limit, offset

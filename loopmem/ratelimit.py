@@ -18,8 +18,8 @@ from django_ratelimit.core import get_usage
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from loopmem.auth import Principal
 from loopmem.errors import RateLimited
+from loopmem.principal import Principal
 
 logger = logging.getLogger(__name__)
 

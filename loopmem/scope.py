@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from loopmem.auth import Principal
 from loopmem.errors import SubjectIdUnresolvable
 from loopmem.models import ApiKey
+from loopmem.principal import Principal
 
 MAX_SUBJECT_ID_BYTES = 200
+MAX_SESSION_ID_BYTES = 200
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from loopmem.auth import hash_key
 from loopmem.errors import Conflict, NotFound, ValidationFailed
 from loopmem.models import ApiKey, Tenant
+from loopmem.principal import hash_key
 from loopmem.scope import MAX_SUBJECT_ID_BYTES
 
 RAW_KEY_PREFIX = "lm_"

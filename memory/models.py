@@ -16,7 +16,6 @@ from loopmem.scope import Scope
 from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
-MAX_SESSION_ID_BYTES = 200
 SESSION_SEQ = "session_memories_seq"
 
 

@@ -9,7 +9,19 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from memory.models import MAX_SESSION_ID_BYTES, MAX_TEXT_BYTES, Memory, SessionTurn
+from loopmem.errors import (
+    InvalidMemoryId,
+    InvalidQuery,
+    InvalidReScope,
+    InvalidSessionId,
+    MissingSessionId,
+    ValidationFailed,
+)
+from loopmem.inputs import FlagField, LenientIntField, ProjectIdField, SessionIdField, WireField
+from loopmem.params import canonical_uuid, session_id_problem
+from loopmem.scope import MAX_SESSION_ID_BYTES
+from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
+from memory.selectors import DEFAULT_RECALL_K
 
 
 class StrictFloatField(serializers.FloatField):
@@ -19,6 +31,23 @@ class StrictFloatField(serializers.FloatField):
         if isinstance(data, bool):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+TIERS = ("long_term", "session")
+
+
+def _tier(value: object) -> str:
+    tier = value or "long_term"
+    if tier not in TIERS:
+        raise ValidationFailed(details={"tier": [f"must be one of {', '.join(TIERS)}"]})
+    return str(tier)
+
+
+class TierIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory: which tier the body is for (and its project, checked first)."""
+
+    project_id = ProjectIdField()
+    tier = WireField(_tier)
 
 
 class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
@@ -114,12 +143,74 @@ class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
 
 
 def validate_session_id(value: str) -> str:
-    """Opaque, non-blank, at most 200 bytes."""
-    if not value.strip():
+    """The session-id rule as field messages (a session turn, the history path)."""
+    problem = session_id_problem(value)
+    if problem == "missing":
         raise serializers.ValidationError("must not be blank")
-    if len(value.encode()) > MAX_SESSION_ID_BYTES:
+    if problem == "too_long":
         raise serializers.ValidationError(f"too long (max {MAX_SESSION_ID_BYTES} bytes)")
     return value
+
+
+class SessionIdIn(serializers.Serializer):  # type: ignore[type-arg]
+    """GET /api/v1/memory/sessions/:session_id: the path's session id."""
+
+    session_id = serializers.CharField(trim_whitespace=False, allow_blank=True)
+
+    def validate_session_id(self, value: str) -> str:
+        return validate_session_id(value)
+
+
+def _query(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidQuery()
+    return value
+
+
+def _memory_id(value: object) -> str:
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise InvalidMemoryId()
+    return str(parsed)
+
+
+def _re_scope(value: object) -> str:
+    if value not in (None, "inherit", "global"):
+        raise InvalidReScope()
+    return str(value or "inherit")
+
+
+class RecallIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory/recall, a read sent as POST. `project_id` first: it is checked before anything else."""
+
+    project_id = ProjectIdField()
+    query = WireField(_query)
+    limit = LenientIntField(DEFAULT_RECALL_K)
+    include_superseded = FlagField()
+
+
+class PromoteIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory/promote."""
+
+    session_id = SessionIdField(missing=MissingSessionId, too_long=InvalidSessionId)
+
+
+class GraduateIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory/graduate."""
+
+    memory_id = WireField(_memory_id)
+    re_scope = WireField(_re_scope)
+
+
+class MemoryListIn(serializers.Serializer):  # type: ignore[type-arg]
+    """GET /api/v1/memory query parameters; an unknown `source` applies no filter (reference §2.3)."""
+
+    include_superseded = FlagField()
+    # The metaclass collects declared fields, so this `source` never shadows Field.source at run time.
+    source = serializers.CharField(required=False, allow_blank=True, default=None)  # type: ignore[assignment]
+    all_subjects = FlagField()
 
 
 class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -23,11 +23,8 @@ from knowledge.visibility import Viewer
 from loopmem import embeddings
 from loopmem.errors import (
     HeavyReadOverloaded,
-    InvalidArticleIds,
-    InvalidRecallId,
     NotSurfaced,
     RecordingFailed,
-    TooManyArticleIds,
 )
 from loopmem.models import Tenant
 from loopmem.outcome import UNRUNNABLE_KNOWLEDGE
@@ -342,8 +339,8 @@ def recall_referenced(
     *,
     tenant_id: uuid.UUID,
     api_key_id: uuid.UUID,
-    recall_id: str,
-    article_ids: object,
+    recall_id: uuid.UUID,
+    article_ids: list[uuid.UUID],
     project_id: uuid.UUID | None = None,
 ) -> Referenced:
     """Record that the client used articles a recall surfaced (reference §2.8): the third funnel stage.
@@ -351,25 +348,15 @@ def recall_referenced(
     A client assertion, so it is bounded: only ids this recall surfaced in the caller's tenant are accepted,
     and any other id refuses the whole call. An unknown or foreign recall surfaced nothing: the same 422.
     """
-    parsed_recall = _canonical_uuid(recall_id)
-    if parsed_recall is None:
-        raise InvalidRecallId()
-    if not isinstance(article_ids, list) or not article_ids:
-        raise InvalidArticleIds()
-    if len(article_ids) > MAX_REFERENCED:
-        raise TooManyArticleIds(details={"max": MAX_REFERENCED, "given": len(article_ids)})
-    ids = [_canonical_uuid(value) if isinstance(value, str) else None for value in article_ids]
-    if any(i is None for i in ids):
-        raise InvalidArticleIds()
-    wanted = list(dict.fromkeys(str(i) for i in ids))
+    wanted = list(dict.fromkeys(str(i) for i in article_ids))
     try:
-        surfaced = ledger.surfaced_article_ids(tenant_id=tenant_id, search_id=parsed_recall)
+        surfaced = ledger.surfaced_article_ids(tenant_id=tenant_id, search_id=recall_id)
     except DatabaseError as exc:
         raise RecordingFailed() from exc
     missing = [i for i in wanted if i not in surfaced]
     if missing:
         raise NotSurfaced(
-            f"These article ids were not surfaced by recall {parsed_recall}: {', '.join(missing)}",
+            f"These article ids were not surfaced by recall {recall_id}: {', '.join(missing)}",
             details={"article_ids": missing},
         )
     if project_id is not None and project_in_tenant(tenant_id=tenant_id, project_id=project_id) is None:
@@ -377,19 +364,9 @@ def recall_referenced(
     if not ledger.access_record_referenced(
         tenant_id=tenant_id,
         api_key_id=api_key_id,
-        recall_id=parsed_recall,
+        recall_id=recall_id,
         article_ids=[uuid.UUID(i) for i in wanted],
         project_id=project_id,
     ):
         raise RecordingFailed()
-    return Referenced(recall_id=parsed_recall, article_ids=wanted, recorded=len(wanted))
-
-
-def _canonical_uuid(value: str) -> uuid.UUID | None:
-    text = value.strip()
-    if len(text) != 36:
-        return None
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return None
+    return Referenced(recall_id=recall_id, article_ids=wanted, recorded=len(wanted))

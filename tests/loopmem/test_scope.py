@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from loopmem.auth import Principal
 from loopmem.errors import ImpersonationTenantRequired, SubjectIdUnresolvable
 from loopmem.models import ApiKey, Tenant
+from loopmem.principal import Principal
 from loopmem.scope import Scope, scope_for, subject_id_for
 
 KEY_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")

@@ -44,7 +44,7 @@ from loopmem.progress import progress_bar
 from loopmem.scope import Scope
 from loopmem.services import IssuedKey, api_key_create, api_key_revoke
 from memory.models import Memory
-from recall import api as recall_api
+from recall import envelopes as recall_envelopes
 from recall.services import RecallContext, recall_context
 
 LIMIT = 10
@@ -278,7 +278,7 @@ class Shape:
 
 
 def _context_meta(context: RecallContext) -> dict[str, Any]:
-    meta: dict[str, Any] = recall_api.render(context)["meta"]
+    meta: dict[str, Any] = recall_envelopes.recall(context)["meta"]
     return meta
 
 
@@ -374,7 +374,7 @@ class _StageClock:
 def measure_stages(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
     """Where recall_context's time goes (a separate series: the wrappers are not in the headline figures).
 
-    Serialization is the endpoint's rendering of the context (recall.api.render) plus JSON encoding.
+    Serialization is the endpoint's rendering of the context (recall.envelopes.recall) plus JSON encoding.
     """
     clock = _StageClock()
     samples: dict[str, list[float]] = {label: [] for _, _, label in STAGES}
@@ -393,7 +393,7 @@ def measure_stages(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
                 context = call_service(tenant, probe)
                 total = (time.perf_counter() - started) * 1000
                 started = time.perf_counter()
-                renderer.render(recall_api.render(context))
+                renderer.render(recall_envelopes.recall(context))
                 serialization = (time.perf_counter() - started) * 1000
                 for _, _, label in STAGES:
                     samples[label].append(clock.current.get(label, 0.0))

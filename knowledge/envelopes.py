@@ -1,0 +1,72 @@
+"""Knowledge's response envelopes (reference §2.9), typed; merged recall reuses the search envelope."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from knowledge.models import Article
+from knowledge.selectors import SearchResult
+from knowledge.serializers import ArticleSummaryOut
+from loopmem.outcome import outcome_for
+
+
+class SearchHitData(TypedDict):
+    id: str
+    title: str
+    category: str
+    tags: list[str]
+    score: float
+    snippet: str
+
+
+class SearchEnvelope(TypedDict):
+    data: list[SearchHitData]
+    meta: dict[str, Any]
+
+
+def search(result: SearchResult) -> SearchEnvelope:
+    """{data: [{id, title, category, tags, score, snippet}], meta} (reference §2.9); the merged recall reuses it.
+
+    `semantic_path` says which read answered the semantic lane; `ann_iterative_scan` is present only when the
+    HNSW index ran (the exact read scans no index), as in memory recall.
+    """
+    data: list[SearchHitData] = [
+        {
+            "id": str(hit.article.id),
+            "title": hit.article.title,
+            "category": hit.article.category,
+            "tags": list(hit.article.tags),
+            "score": hit.score,
+            "snippet": hit.article.snippet,  # type: ignore[attr-defined]  # annotated by ArticleQuerySet.summaries
+        }
+        for hit in result.hits
+    ]
+    meta: dict[str, Any] = {
+        "total_count": result.total_count,
+        "limit": result.limit,
+        "offset": result.offset,
+        "search_mode": result.search_mode,
+        "search_id": str(result.search_id),
+        "fallback": result.fallback,
+        "fallback_reason": result.fallback_reason,
+        "pool_capped": result.pool_capped,
+        # The reference's curated-resolver fields: this slice has no curated resolver, so they are always null.
+        "total_count_scope": None,
+        "remediation": None,
+        "importance_strength": None,
+        "provenance": None,
+    }
+    if result.semantic_path is not None:
+        meta["semantic_path"] = result.semantic_path
+    if result.ann_iterative_scan is not None:
+        meta["ann_iterative_scan"] = result.ann_iterative_scan
+        if result.ann_iterative_scan_reason:
+            meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
+    meta["outcome"] = outcome_for(meta, count=len(data), offset=result.offset)
+    return {"data": data, "meta": meta}
+
+
+def proposal(*, verdict: str, created: bool, article: Article | None) -> dict[str, Any]:
+    """{data: {verdict, created, article}}: the novelty gate's answer to a proposal (and a graduation)."""
+    summary = ArticleSummaryOut(article).data if article is not None else None
+    return {"data": {"verdict": verdict, "created": created, "article": summary}}

@@ -1,0 +1,101 @@
+"""The one input layer: how wire values become typed values, for every endpoint alike.
+
+Each rule lives once in `loopmem.params` (the canonical UUID, `project_id`, the session-id rule, lenient limits
+and flags) and reaches the API through the DRF fields here, which raise our domain errors: codes and messages
+stay stable, and services receive typed values, never wire input. A field's own error (an `InvalidProjectId`,
+say) stops parsing at once; plain DRF validation errors are gathered per field into 422 `validation_failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from rest_framework import serializers
+from rest_framework.request import Request
+
+from loopmem.errors import DomainError, ValidationFailed
+from loopmem.params import lenient_int, project_id_from, session_id_problem, truthy
+
+S = TypeVar("S", bound=serializers.Serializer)  # type: ignore[type-arg]
+
+
+# --- Parsing a request ----------------------------------------------------------------------------------------
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    """The parsed body; anything but a JSON object is 422 `validation_failed`."""
+    if not isinstance(request.data, dict):
+        raise ValidationFailed("The request body must be a JSON object", details={"body": ["must be an object"]})
+    return request.data
+
+
+def parse(serializer_class: type[S], data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate `data` with an input serializer; its `validated_data` maps 1:1 onto a service's arguments."""
+    parsed = serializer_class(data=data)
+    parsed.is_valid(raise_exception=True)
+    return dict(parsed.validated_data)
+
+
+def parse_body(serializer_class: type[S], request: Request) -> dict[str, Any]:
+    """`parse` over the request's JSON-object body."""
+    return parse(serializer_class, json_object(request))
+
+
+# --- Fields ---------------------------------------------------------------------------------------------------
+
+
+class WireField(serializers.Field):  # type: ignore[type-arg]
+    """A field whose whole parsing is one of the rules above (nulls included); it never renders output."""
+
+    def __init__(self, rule: Callable[[object], Any], **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+        self.rule = rule
+
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
+        if data is serializers.empty and not self.required:
+            # Absent: the rule decides what absent means (a default, None, or its own error).
+            return True, self.rule(None)
+        return False, data
+
+    def to_internal_value(self, data: Any) -> Any:
+        return self.rule(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def ProjectIdField() -> WireField:
+    """`project_id`: blank is global, else a canonical UUID (422 `invalid_project_id`)."""
+    return WireField(project_id_from)
+
+
+def LenientIntField(default: int) -> WireField:
+    """A limit read the reference's way: a leading integer, or the default."""
+    return WireField(lambda value: lenient_int(value, default))
+
+
+def FlagField() -> WireField:
+    """A flag that only `true` / "true" turns on."""
+    return WireField(truthy)
+
+
+def SessionIdField(
+    *, missing: Callable[[], DomainError] | None, too_long: Callable[[], DomainError], strip: bool = False
+) -> WireField:
+    """The session-id rule with an endpoint's own errors; `missing=None` makes it optional (blank → None)."""
+
+    def rule(value: object) -> str | None:
+        problem = session_id_problem(value)
+        if problem == "missing" and missing is None and (value is None or isinstance(value, str)):
+            return None
+        if problem == "missing":
+            raise (missing or too_long)()
+        if problem == "too_long":
+            raise too_long()
+        assert isinstance(value, str)
+        return value.strip() if strip else value
+
+    return WireField(rule)

@@ -1,0 +1,66 @@
+"""Merged recall's wire input: `/recall` (a read sent as POST) and `/recall/:id/referenced`."""
+
+from __future__ import annotations
+
+import uuid
+
+from rest_framework import serializers
+
+from loopmem.errors import (
+    InvalidArticleIds,
+    InvalidQuery,
+    InvalidRecallId,
+    InvalidSessionId,
+    QueryTooLong,
+    TooManyArticleIds,
+)
+from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
+from loopmem.params import canonical_uuid
+from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
+
+MAX_QUERY_CHARS = 500
+
+
+def _query(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidQuery("The `query` field must be a non-blank string.")
+    query = value.strip()
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryTooLong()
+    return query
+
+
+def _recall_id(value: object) -> uuid.UUID:
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise InvalidRecallId()
+    return parsed
+
+
+def _article_ids(value: object) -> list[uuid.UUID]:
+    """A non-empty list of at most MAX_REFERENCED canonical UUIDs."""
+    if not isinstance(value, list) or not value:
+        raise InvalidArticleIds()
+    if len(value) > MAX_REFERENCED:
+        raise TooManyArticleIds(details={"max": MAX_REFERENCED, "given": len(value)})
+    ids = [canonical_uuid(item) for item in value]
+    if any(i is None for i in ids):
+        raise InvalidArticleIds()
+    return [i for i in ids if i is not None]
+
+
+class RecallContextIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/recall. Every input is checked, in this order, before anything is embedded."""
+
+    project_id = ProjectIdField()
+    query = WireField(_query)
+    session_id = SessionIdField(missing=None, too_long=InvalidSessionId, strip=True)
+    limit = LenientIntField(DEFAULT_LIMIT)
+
+
+class ReferencedIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/recall/:recall_id/referenced (the path's id joins the body)."""
+
+    project_id = ProjectIdField()
+    recall_id = WireField(_recall_id)
+    article_ids = WireField(_article_ids)
