@@ -170,15 +170,8 @@ class Article(models.Model):
         return self.title
 
     @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
-    @property
     def embedding_text(self) -> str:
         return article_embedding_text(self.title, self.body)
-
-    def is_owned_by(self, subject_id: str) -> bool:
-        return self.owner_subject_id == subject_id
 
 
 def article_embedding_text(title: str, body: str) -> str:

@@ -20,6 +20,7 @@ from knowledge.diversity import Vector
 from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read
+from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import EmbeddingUnavailable, NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp
@@ -29,20 +30,6 @@ SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 50
 MAX_QUERY_LENGTH = 500
-
-
-@dataclass(frozen=True)
-class QueryEmbedding:
-    """A query's vector (padded to the column) and the model that made it."""
-
-    vector: list[float]
-    model_id: str
-
-
-def embed_query(*, tenant: Tenant, text: str) -> QueryEmbedding:
-    """Embed one text with the tenant's provider. Raises embeddings.EmbeddingFailure."""
-    [vector], model_id = embeddings.embed_texts(tenant, [text])
-    return QueryEmbedding(vector=vector, model_id=model_id)
 
 
 # --- list and get --------------------------------------------------------------------------------------
@@ -225,11 +212,7 @@ def knowledge_search(
 
 
 def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:
-    tenant = Tenant.objects.get(id=viewer.tenant_id)
-    try:
-        return embed_query(tenant=tenant, text=query)
-    except embeddings.EmbeddingFailure as failure:
-        return failure
+    return embeddings.embed_query(Tenant.objects.get(id=viewer.tenant_id), query)
 
 
 def _search_candidates(

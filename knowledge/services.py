@@ -7,12 +7,10 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from knowledge import selectors
@@ -23,11 +21,12 @@ from knowledge.models import (
     Article,
     article_embedding_text,
 )
-from knowledge.selectors import Neighbour, QueryEmbedding
+from knowledge.selectors import Neighbour
 from knowledge.tags import validate_tags
 from knowledge.visibility import Viewer
 from loopmem import embeddings
-from loopmem.backfill import BackfillReport, embed_in_batches
+from loopmem.embedding_pipeline import EmbeddedTable, embed_row
+from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import (
     DuplicateTitle,
     Forbidden,
@@ -94,10 +93,10 @@ def article_assess(*, viewer: Viewer, tenant: Tenant, text: str, embedding: Quer
     An embedding failure or a shed read makes the verdict `unknown` (the gate fails open; the caller decides).
     """
     if embedding is None:
-        try:
-            embedding = selectors.embed_query(tenant=tenant, text=text)
-        except embeddings.EmbeddingFailure as failure:
-            return Assessment(verdict="unknown", reason=failure.tag)
+        embedded = embeddings.embed_query(tenant, text)
+        if isinstance(embedded, embeddings.EmbeddingFailure):
+            return Assessment(verdict="unknown", reason=embedded.tag)
+        embedding = embedded
     try:
         found = selectors.article_neighbours(
             viewer=viewer, embedding=embedding, k=settings.KNOWLEDGE_PROPOSAL_NEIGHBORS
@@ -447,62 +446,8 @@ def article_update(
 
 
 def article_embed(*, article_id: str) -> str:
-    """Embed one article with its tenant's provider: "embedded", "unchanged" or "missing".
-
-    Idempotent: the same content and model make no provider call. Raises embeddings.EmbeddingFailure.
-    """
-    article = Article.objects.select_related("tenant").defer("search_vector").filter(id=article_id).first()
-    if article is None:
-        return "missing"
-    spec = embeddings.spec_for(article.tenant)
-    text = article.embedding_text
-    digest = embeddings.content_hash(text)
-    if (
-        article.embedding_content_hash == digest
-        and article.embedding_model == spec.model_id
-        and article.embedding is not None
-    ):
-        return "unchanged"
-    [vector], model_id = embeddings.embed_texts(article.tenant, [text])
-    # Only if the content is still what was embedded: an edit in between re-enqueues its own task.
-    updated = Article.objects.filter(id=article.id, title=article.title, body=article.body).update(
-        embedding=vector, embedding_model=model_id, embedding_content_hash=digest, updated_at=timezone.now()
-    )
-    return "embedded" if updated else "missing"
-
-
-SWEEP_SETTLE_SECONDS = 30
-SWEEP_BATCH_SIZE = 32
-
-
-def article_embedding_sweep(*, max_per_tenant: int = 500) -> BackfillReport:
-    """Embed articles with no vector or another model's: a lost task, a provider outage, a model change.
-
-    Runs every 5 minutes; rows written in the last 30 s are left to their own task; each tenant gets at most
-    `max_per_tenant` rows per run; a tenant's failing provider stops only that tenant's pass.
-    """
-    report = BackfillReport()
-    settled_before = timezone.now() - timedelta(seconds=SWEEP_SETTLE_SECONDS)
-    models_by_tenant: dict[uuid.UUID, set[str]] = {}
-    for tenant_id, model in Article.objects.values_list("tenant_id", "embedding_model").distinct():
-        models_by_tenant.setdefault(tenant_id, set()).add(model)
-    for tenant in Tenant.objects.filter(id__in=list(models_by_tenant)):
-        model_id = embeddings.spec_for(tenant).model_id
-        if models_by_tenant[tenant.id] <= {model_id}:
-            continue
-        stale = (
-            Article.objects.filter(tenant=tenant, updated_at__lt=settled_before)
-            .filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_id))
-            .order_by("inserted_at", "id")
-            .values_list("id", flat=True)[:max_per_tenant]
-        )
-        ids = list(stale)
-        batches = [
-            list(Article.objects.filter(id__in=ids[start : start + SWEEP_BATCH_SIZE]).only("id", "title", "body"))
-            for start in range(0, len(ids), SWEEP_BATCH_SIZE)
-        ]
-        report.merge(embed_in_batches(tenant, batches, text_of=lambda a: a.embedding_text, store=_store_article_vector))
-    return report
+    """Embed one article ("embedded" | "unchanged" | "missing"); raises embeddings.EmbeddingFailure."""
+    return embed_row(ARTICLE_EMBEDDINGS, article_id)
 
 
 def _store_article_vector(article: Article, vector: list[float], model_id: str) -> int:
@@ -513,3 +458,8 @@ def _store_article_vector(article: Article, vector: list[float], model_id: str) 
         embedding_content_hash=embeddings.content_hash(article.embedding_text),
         updated_at=timezone.now(),
     )
+
+
+ARTICLE_EMBEDDINGS = EmbeddedTable(
+    model=Article, text_fields=("title", "body"), text_of=lambda a: a.embedding_text, store=_store_article_vector
+)

@@ -9,7 +9,7 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from knowledge import ledger, services
-from loopmem.backfill import embed_one_with_retries
+from loopmem.embedding_pipeline import embed_one_with_retries, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def embed_article_task(self: DjangoTask, article_id: str) -> str:
 @shared_task(base=DjangoTask)
 def article_embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed articles with no vector or a stale model's (lost tasks, outages, edits)."""
-    return services.article_embedding_sweep().as_dict()
+    return sweep(services.ARTICLE_EMBEDDINGS).as_dict()
 
 
 @shared_task(base=DjangoTask)

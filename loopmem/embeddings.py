@@ -307,6 +307,23 @@ def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]]
     return [pad(vector, settings.EMBEDDING_DIMENSIONS) for vector in raw], spec.model_id
 
 
+@dataclass(frozen=True)
+class QueryEmbedding:
+    """A query's vector (padded to the column) and the model that made it."""
+
+    vector: list[float]
+    model_id: str
+
+
+def embed_query(tenant: Tenant, text: str) -> QueryEmbedding | EmbeddingFailure:
+    """Embed one query: its vector, or the failure (a read degrades on it rather than raising)."""
+    try:
+        [vector], model_id = embed_texts(tenant, [text])
+    except EmbeddingFailure as failure:
+        return failure
+    return QueryEmbedding(vector=vector, model_id=model_id)
+
+
 def pad(vector: Sequence[float], dimensions: int) -> list[float]:
     """Zero-pad to the column's dimension; a longer vector cannot be stored."""
     if len(vector) > dimensions:

@@ -18,11 +18,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from knowledge.models import MAX_TITLE_LENGTH, Article
-from knowledge.selectors import QueryEmbedding
 from knowledge.services import Proposal, article_propose
 from knowledge.tags import sanitize_tags
 from knowledge.visibility import viewer_for_scope
 from loopmem import embeddings
+from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import AlreadyGraduated, DuplicateTitle, GateUnavailable, NotFound, ValidationFailed
 from loopmem.scope import Scope
 from memory.models import Memory

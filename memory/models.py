@@ -174,9 +174,6 @@ class SessionTurn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.seq} of session {self.session_id}"
 
-    def is_expired(self, now: datetime) -> bool:
-        return self.expires_at <= now
-
 
 class SessionPromotion(models.Model):
     """The promotion watermark of one session (reference §1.3): what was last compiled, so unchanged is skipped."""

@@ -66,13 +66,20 @@ def memory_recall(
 ) -> RecallResult:
     """Recall the subject's memories nearest in meaning to `query`; degrade to ILIKE if embedding fails."""
     k = recall_k(limit)
-    try:
-        [vector], model_id = embeddings.embed_texts(tenant, [query])
-    except embeddings.EmbeddingDimensionMismatch:
+    embedding = embeddings.embed_query(tenant, query)
+    if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
         return RecallResult(hits=[], k=k, fallback=True, reason="embedding_dimension_mismatch")
-    except embeddings.EmbeddingFailure as failure:
-        return recall_fallback(scope=scope, query=query, k=k, include_superseded=include_superseded, reason=failure.tag)
-    return recall_by_vector(scope=scope, vector=vector, model_id=model_id, k=k, include_superseded=include_superseded)
+    if isinstance(embedding, embeddings.EmbeddingFailure):
+        return recall_fallback(
+            scope=scope, query=query, k=k, include_superseded=include_superseded, reason=embedding.tag
+        )
+    return recall_by_vector(
+        scope=scope,
+        vector=embedding.vector,
+        model_id=embedding.model_id,
+        k=k,
+        include_superseded=include_superseded,
+    )
 
 
 def _candidates(scope: Scope, model_id: str, *, include_superseded: bool) -> QuerySet[Memory]:

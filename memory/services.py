@@ -6,8 +6,6 @@ import hashlib
 import logging
 import uuid
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from loopmem import embeddings
-from loopmem.backfill import BackfillReport, embed_in_batches
+from loopmem.embedding_pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     AlreadySuperseded,
     InvalidProjectId,
@@ -28,7 +26,6 @@ from loopmem.errors import (
     SupersedeCycle,
 )
 from loopmem.heavy_read import redis_client
-from loopmem.models import Tenant
 from loopmem.queue import enqueue_on_commit, send
 from loopmem.scope import Scope
 from memory.models import Memory, SessionTurn
@@ -146,67 +143,8 @@ def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
 # --- Embedding ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EmbedOutcome:
-    """What embedding one memory did."""
-
-    status: str  # "embedded" | "unchanged" | "missing"
-
-
-def memory_embed(*, memory_id: str) -> EmbedOutcome:
-    """Embed one memory with its tenant's provider. Idempotent: same content and model → no provider call.
-
-    Raises embeddings.EmbeddingFailure when the provider cannot answer.
-    """
-    memory = Memory.objects.select_related("tenant").filter(id=memory_id).first()
-    if memory is None:
-        return EmbedOutcome("missing")
-    spec = embeddings.spec_for(memory.tenant)
-    content_hash = embeddings.content_hash(memory.text)
-    if (
-        memory.embedding_content_hash == content_hash
-        and memory.embedding_model == spec.model_id
-        and memory.embedding is not None
-    ):
-        return EmbedOutcome("unchanged")
-    [vector], model_id = embeddings.embed_texts(memory.tenant, [memory.text])
-    updated = Memory.objects.filter(id=memory.id).update(
-        embedding=vector, embedding_model=model_id, embedding_content_hash=content_hash, updated_at=timezone.now()
-    )
-    return EmbedOutcome("embedded" if updated else "missing")
-
-
-def stale_embeddings(tenant: Tenant, *, settled_before: datetime | None = None) -> Any:
-    """The tenant's memories with no vector, or a vector of another model than the tenant's current one.
-
-    `settled_before` skips rows written since then: their own embedding task is most likely in flight.
-    """
-    model_id = embeddings.spec_for(tenant).model_id
-    stale = Memory.objects.filter(tenant=tenant).filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_id))
-    if settled_before is not None:
-        stale = stale.filter(updated_at__lt=settled_before)
-    return stale
-
-
-def memory_backfill_embeddings(
-    *,
-    tenant: Tenant,
-    limit: int,
-    batch_size: int = 32,
-    settled_before: datetime | None = None,
-    on_batch: Callable[[int], object] | None = None,
-) -> BackfillReport:
-    """Embed up to `limit` stale memories of the tenant, in provider batches (see loopmem.backfill)."""
-    stale = stale_embeddings(tenant, settled_before=settled_before)
-    ids = list(stale.order_by("inserted_at", "id").values_list("id", flat=True)[:limit])
-    batches = [
-        list(Memory.objects.filter(id__in=ids[start : start + batch_size]).only("id", "text").order_by("id"))
-        for start in range(0, len(ids), batch_size)
-    ]
-    return embed_in_batches(tenant, batches, text_of=lambda m: m.text, store=_store_vector, on_batch=on_batch)
-
-
 def _store_vector(memory: Memory, vector: list[float], model_id: str) -> int:
+    # A memory's text never changes (a correction is a new row), so the vector is stored unconditionally.
     return Memory.objects.filter(id=memory.id).update(
         embedding=vector,
         embedding_model=model_id,
@@ -215,26 +153,12 @@ def _store_vector(memory: Memory, vector: list[float], model_id: str) -> int:
     )
 
 
-SWEEP_SETTLE_SECONDS = 30
+MEMORY_EMBEDDINGS = EmbeddedTable(model=Memory, text_fields=("text",), text_of=lambda m: m.text, store=_store_vector)
 
 
-def memory_embedding_sweep(*, max_per_tenant: int = 500) -> BackfillReport:
-    """Embed every tenant's stale memories: a write whose task was lost, a provider that was down, a model change.
-
-    Runs every 5 minutes; each tenant gets at most `max_per_tenant` rows per run so one cannot starve others.
-    """
-    total = BackfillReport()
-    settled_before = timezone.now() - timedelta(seconds=SWEEP_SETTLE_SECONDS)
-    # One index-only pass finds which tenants hold rows of which model ("" = never embedded).
-    models_by_tenant: dict[uuid.UUID, set[str]] = {}
-    for tenant_id, model in Memory.objects.values_list("tenant_id", "embedding_model").distinct():
-        models_by_tenant.setdefault(tenant_id, set()).add(model)
-    for tenant in Tenant.objects.filter(id__in=list(models_by_tenant)):
-        if models_by_tenant[tenant.id] <= {embeddings.spec_for(tenant).model_id}:
-            continue
-        report = memory_backfill_embeddings(tenant=tenant, limit=max_per_tenant, settled_before=settled_before)
-        total.merge(report)
-    return total
+def memory_embed(*, memory_id: str) -> str:
+    """Embed one memory ("embedded" | "unchanged" | "missing"); raises embeddings.EmbeddingFailure."""
+    return embed_row(MEMORY_EMBEDDINGS, memory_id)
 
 
 # --- Hotness: the recall bump (reference §4.5) -------------------------------------------------------------

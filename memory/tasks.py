@@ -8,7 +8,7 @@ import uuid
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from loopmem.backfill import embed_one_with_retries
+from loopmem.embedding_pipeline import embed_one_with_retries, sweep
 from memory import graduation, services
 from memory.promotion import evaluation
 from memory.promotion import jobs as promotion
@@ -21,15 +21,13 @@ EMBED_MAX_RETRIES = 4
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_memory_task(self: DjangoTask, memory_id: str) -> str:
     """Embed one memory; transient provider failures retry with backoff, permanent ones wait for the sweep."""
-    return embed_one_with_retries(
-        self, f"memory {memory_id}", lambda: services.memory_embed(memory_id=memory_id).status
-    )
+    return embed_one_with_retries(self, f"memory {memory_id}", lambda: services.memory_embed(memory_id=memory_id))
 
 
 @shared_task(base=DjangoTask)
 def embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed what has no vector or a stale model's vector (lost tasks, outages, model changes)."""
-    return services.memory_embedding_sweep().as_dict()
+    return sweep(services.MEMORY_EMBEDDINGS).as_dict()
 
 
 @shared_task(base=DjangoTask)

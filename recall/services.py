@@ -18,9 +18,10 @@ from django.db import DatabaseError
 from knowledge import ledger
 from knowledge.diversity import Candidate, DiversityConfig, DiversityStats, select
 from knowledge.models import Article
-from knowledge.selectors import QueryEmbedding, SearchHit, SearchResult, article_diversity_vectors, knowledge_search
+from knowledge.selectors import SearchHit, SearchResult, article_diversity_vectors, knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings
+from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import (
     HeavyReadOverloaded,
     NotSurfaced,
@@ -111,7 +112,7 @@ def recall_context(
     limit = clamp(limit if limit is not None else DEFAULT_LIMIT, 1, MAX_LIMIT)
     config = DiversityConfig.from_settings(**(diversity or {}))
     recall_id = uuid.uuid4()
-    embedding = _embed_once(tenant, query)
+    embedding = embeddings.embed_query(tenant, query)
 
     memory_result = _memory_half(scope, query, limit, embedding)
     memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
@@ -178,14 +179,6 @@ def recall_context(
         tokens_selected=sum(item.tokens_estimate for item in merged),
         tokens_candidates=sum(item.tokens_estimate for item in eligible),
     )
-
-
-def _embed_once(tenant: Tenant, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:
-    try:
-        [vector], model_id = embeddings.embed_texts(tenant, [query])
-    except embeddings.EmbeddingFailure as failure:
-        return failure
-    return QueryEmbedding(vector=vector, model_id=model_id)
 
 
 def _memory_half(

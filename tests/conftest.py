@@ -82,6 +82,12 @@ def client_for() -> MakeClient:
     return make
 
 
+@pytest.fixture
+def agent(client_for: MakeClient, agent_key: IssuedKey) -> Any:
+    """An API client acting as agent-a of tenant acme."""
+    return client_for(agent_key)
+
+
 def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole error body the API must answer."""
     return {"error": {"status": status, "code": code, "message": message, "details": details or {}}}

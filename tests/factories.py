@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import factory
+from django.conf import settings
 from factory.django import DjangoModelFactory
 
-from knowledge.models import Article
+from knowledge.models import Article, article_embedding_text
+from loopmem import embeddings
 from loopmem.models import Tenant
 from projects.models import Project
 from projects.repo_url import parse_repo_url
@@ -45,3 +49,16 @@ class ArticleFactory(DjangoModelFactory[Article]):
     status = "published"
     visibility = "shared"
     owner_subject_id = "author"
+
+
+def embedded_article(tenant: Tenant, title: str, body: str, **fields: Any) -> Article:
+    """An article with the vector the worker would store (the hashing test embedder), ready for search."""
+    text = article_embedding_text(title, body)
+    [vector] = embeddings.HashingEmbedder().embed([text])
+    defaults: dict[str, Any] = {
+        "embedding": embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS),
+        "embedding_model": "hashing:v1",
+        "embedding_content_hash": embeddings.content_hash(text),
+    }
+    article: Article = ArticleFactory.create(tenant=tenant, title=title, body=body, **{**defaults, **fields})
+    return article

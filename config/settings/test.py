@@ -3,7 +3,6 @@
 from config.settings.base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# Tests hit the limiter on purpose with small per-tenant limits; the default stays the production one.
 
 # The hashing embedder is deterministic and needs no model load; tests of the MiniLM embedder ask for it.
 EMBEDDING_PROVIDER = "hashing"

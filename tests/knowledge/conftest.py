@@ -9,9 +9,9 @@ from django.conf import settings
 
 from knowledge import services
 from knowledge.models import Article
-from knowledge.selectors import QueryEmbedding
 from knowledge.services import Proposal
 from loopmem import embeddings
+from loopmem.embeddings import QueryEmbedding
 from tests.conftest import error
 
 # Search and the novelty gate read on the `heavy_read` alias: a second connection that sees only committed data.
@@ -95,12 +95,6 @@ def embedding_down(monkeypatch: pytest.MonkeyPatch) -> FailingEmbedder:
     failing = FailingEmbedder()
     monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: failing)
     return failing
-
-
-@pytest.fixture
-def agent(client_for, agent_key):
-    """agent-a of tenant acme."""
-    return client_for(agent_key)
 
 
 @pytest.fixture

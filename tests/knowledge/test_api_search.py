@@ -10,8 +10,8 @@ from knowledge.models import Article
 from loopmem.errors import EmbeddingUnavailable, InvalidProjectId
 from loopmem.services import tenant_halt
 from tests.conftest import error
-from tests.factories import ArticleFactory, ProjectFactory
-from tests.knowledge.conftest import MISSING_KEY, MODEL, hashed, heavy_db, search, titles
+from tests.factories import ProjectFactory, embedded_article
+from tests.knowledge.conftest import MISSING_KEY, heavy_db, search, titles
 
 pytestmark = heavy_db
 
@@ -23,10 +23,7 @@ CORPUS = {
 }
 
 
-def article(tenant, title, body, **fields):
-    return ArticleFactory.create(
-        tenant=tenant, title=title, body=body, embedding=hashed(f"{title}\n\n{body}"), embedding_model=MODEL, **fields
-    )
+article = embedded_article
 
 
 @pytest.fixture

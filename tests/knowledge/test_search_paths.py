@@ -9,9 +9,10 @@ from django.db import connections
 from django.test import override_settings
 
 from knowledge.models import Article
-from knowledge.selectors import QueryEmbedding, knowledge_search
+from knowledge.selectors import knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read
+from loopmem.embeddings import QueryEmbedding
 from loopmem.heavy_read import ITERATIVE_SCAN_UNAVAILABLE_REASON
 from tests.conftest import error
 from tests.factories import ArticleFactory

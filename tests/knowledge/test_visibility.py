@@ -10,8 +10,8 @@ import pytest
 
 from loopmem.errors import ImpersonationTenantRequired, NotFound
 from tests.conftest import error
-from tests.factories import ArticleFactory
-from tests.knowledge.conftest import MODEL, hashed, heavy_db, search, titles
+from tests.factories import embedded_article
+from tests.knowledge.conftest import heavy_db, search, titles
 
 pytestmark = heavy_db
 
@@ -19,9 +19,7 @@ BODY = "the deploy checklist"
 
 
 def article(tenant, title, **fields):
-    return ArticleFactory.create(
-        tenant=tenant, title=title, body=BODY, embedding=hashed(f"{title}\n\n{BODY}"), embedding_model=MODEL, **fields
-    )
+    return embedded_article(tenant, title, BODY, **fields)
 
 
 @pytest.fixture

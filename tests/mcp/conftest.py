@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,12 +105,10 @@ class HookRun:
     returncode: int
     stdout: str
     stderr: str
-    seconds: float
 
 
 def run_hook(stdin: str, env: dict[str, str], cwd: Path) -> HookRun:
     """`python -m agent.stop_hook` as Claude Code runs it: payload on stdin, in the user's project directory."""
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "agent.stop_hook"],
         input=stdin,
@@ -122,7 +119,7 @@ def run_hook(stdin: str, env: dict[str, str], cwd: Path) -> HookRun:
         timeout=30,
         check=False,
     )
-    return HookRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+    return HookRun(done.returncode, done.stdout, done.stderr)
 
 
 def text_of(result: CallToolResult) -> str:

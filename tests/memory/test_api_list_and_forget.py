@@ -15,11 +15,6 @@ from tests.memory.conftest import remember
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
 def test_list_is_newest_first_with_true_total_and_paging(agent):
     for n in range(5):
         remember(agent, f"m{n}")

@@ -18,11 +18,6 @@ from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 pytestmark = heavy_db
 
 
-@pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
 def _texts(body):
     return [hit["memory"]["text"] for hit in body["data"]]
 

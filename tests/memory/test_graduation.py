@@ -26,11 +26,6 @@ TEXT = "Rotate the staging database password every ninety days\nIt lives in the 
 
 
 @pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
-@pytest.fixture
 def memory(agent):
     data = remember(agent, TEXT, tags=["Security", "idem-design", "bad tag!", "ops"])
     embed_pending()

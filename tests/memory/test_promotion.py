@@ -31,11 +31,6 @@ FACTS = [
 
 
 @pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
-@pytest.fixture
 def llm_tenant(tenant, fake_llm):
     tenant_set_provider(tenant=tenant, llm="openai", llm_base_url=fake_llm.url, llm_api_key="sk-test", llm_model="m")
     fake_llm.reply = json.dumps(FACTS)

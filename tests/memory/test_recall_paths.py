@@ -17,11 +17,6 @@ pytestmark = heavy_db
 
 
 @pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
-@pytest.fixture
 def twenty(agent):
     for n in range(20):
         remember(agent, f"fact {n} about topic {n % 4}")

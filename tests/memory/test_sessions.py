@@ -27,11 +27,6 @@ pytestmark = pytest.mark.django_db
 TTL, WINDOW = 7200, 5400
 
 
-@pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
 def append(client, content="hello", session_id="s-1", role="user", **fields):
     return client.post(
         "/api/v1/memory",

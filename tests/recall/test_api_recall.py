@@ -20,11 +20,6 @@ pytestmark = heavy_db
 
 
 @pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
-@pytest.fixture
 def corpus(agent, tenant):
     remember(agent, "the deploy pipeline runs on friday evenings")
     remember(agent, "my favourite editor is vim")

@@ -16,11 +16,6 @@ pytestmark = heavy_db
 
 
 @pytest.fixture
-def agent(client_for, agent_key):
-    return client_for(agent_key)
-
-
-@pytest.fixture
 def surfaced(agent, tenant):
     article(tenant, "Deploy pipeline", "deploy pipeline steps")
     article(tenant, "Deploy rollback", "deploy rollback steps")

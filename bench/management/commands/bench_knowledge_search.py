@@ -15,9 +15,10 @@ from django.test import Client, override_settings
 
 from bench.harness import bench_agent, percentiles
 from knowledge.models import Article
-from knowledge.selectors import QueryEmbedding, SearchMode, knowledge_search
+from knowledge.selectors import SearchMode, knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings
+from loopmem.embeddings import QueryEmbedding
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.progress import progress_bar

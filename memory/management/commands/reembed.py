@@ -2,10 +2,11 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem import embeddings
+from loopmem.embedding_pipeline import backfill
 from loopmem.management.operator import OperatorCommand
 from loopmem.progress import progress_bar
 from loopmem.services import tenant_get
-from memory.services import memory_backfill_embeddings, stale_embeddings
+from memory.services import MEMORY_EMBEDDINGS
 
 
 class Command(OperatorCommand):
@@ -18,10 +19,10 @@ class Command(OperatorCommand):
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         tenant = tenant_get(id_or_slug=options["tenant"])
         model_id = embeddings.spec_for(tenant).model_id
-        total = stale_embeddings(tenant).count()
+        total = MEMORY_EMBEDDINGS.stale(tenant).count()
         with progress_bar(total=total, desc=f"reembed {tenant.slug}") as bar:
-            report = memory_backfill_embeddings(
-                tenant=tenant, limit=total, batch_size=options["batch_size"], on_batch=bar.update
+            report = backfill(
+                MEMORY_EMBEDDINGS, tenant=tenant, limit=total, batch_size=options["batch_size"], on_batch=bar.update
             )
         summary = {
             "tenant_id": str(tenant.id),

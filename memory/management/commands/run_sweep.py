@@ -2,10 +2,12 @@ from argparse import ArgumentParser
 from dataclasses import asdict
 from typing import Any
 
+from knowledge.services import ARTICLE_EMBEDDINGS
+from loopmem.embedding_pipeline import sweep
 from loopmem.management.operator import OperatorCommand
 from memory.graduation import memory_graduation_sweep
 from memory.promotion.jobs import promotion_sweep
-from memory.services import memory_embedding_sweep, session_prune
+from memory.services import MEMORY_EMBEDDINGS, session_prune
 
 SWEEPS = ("embedding", "prune", "promotion", "graduation")
 
@@ -37,15 +39,6 @@ class Command(OperatorCommand):
         if options["sweep"] == "prune":
             deleted = session_prune()
             return {"sweep": "prune", "deleted": deleted}, f"session prune: {deleted} expired turn(s) deleted"
-        report = memory_embedding_sweep()
-        summary = {
-            "sweep": "embedding",
-            "embedded": report.embedded,
-            "failed": report.failed,
-            "tenants": report.tenants,
-            "failures": report.failures,
-        }
-        human = f"embedding sweep: {report.embedded} embedded, {report.failed} failed over {report.tenants} tenant(s)"
-        if report.failures:
-            human += f" ({', '.join(f'{tag}: {n}' for tag, n in report.failures.items())})"
-        return summary, human
+        memories, articles = sweep(MEMORY_EMBEDDINGS), sweep(ARTICLE_EMBEDDINGS)
+        summary = {"sweep": "embedding", **memories.as_dict(), "articles": articles.as_dict()}
+        return summary, f"{memories.summary('embedding sweep')}; {articles.summary('articles')}"
