@@ -23,7 +23,7 @@ from loopmem import embeddings, heavy_read
 from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import EmbeddingUnavailable, NotFound
 from loopmem.models import Tenant
-from loopmem.params import clamp
+from loopmem.params import clamp, path_id
 
 SearchMode = Literal["keyword", "semantic", "combined"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
@@ -56,17 +56,9 @@ def article_list(
     return rows.summaries().newest_first()
 
 
-def parse_article_id(value: str) -> uuid.UUID:
-    """A malformed id is just another id that is not there: 404, no existence oracle."""
-    try:
-        return uuid.UUID(str(value))
-    except ValueError as exc:
-        raise NotFound() from exc
-
-
 def article_get(*, viewer: Viewer, article_id: str) -> Article:
     """One visible article with its body; a hidden, missing or malformed id is the same 404."""
-    parsed = parse_article_id(article_id)
+    parsed = path_id(article_id)
     article = Article.objects.visible_to(viewer).defer("embedding", "search_vector").filter(id=parsed).first()
     if article is None:
         raise NotFound()

@@ -37,6 +37,7 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.models import Tenant
+from loopmem.params import path_id
 from loopmem.queue import enqueue_on_commit
 from projects.selectors import project_in_tenant
 
@@ -406,7 +407,7 @@ def article_update(
     if errors:
         raise ValidationFailed(details=errors)
 
-    parsed = selectors.parse_article_id(article_id)
+    parsed = path_id(article_id)
     final_title: str | None = None  # the title the save tried to hold, for a 409 naming its holder
     try:
         with transaction.atomic():

@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from loopmem.errors import InvalidProjectId
+from loopmem.errors import InvalidProjectId, NotFound
 from loopmem.scope import MAX_SESSION_ID_BYTES
 
 # Offsets past this are past the end of anything stored; larger ones would overflow the database's bigint.
@@ -34,6 +34,14 @@ def project_id_from(value: object) -> uuid.UUID | None:
     parsed = canonical_uuid(value)
     if parsed is None or (isinstance(value, str) and value != value.strip()):
         raise InvalidProjectId()
+    return parsed
+
+
+def path_id(value: object) -> uuid.UUID:
+    """A row id from a URL path: a canonical UUID, else 404 like any id that is not there (no existence oracle)."""
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise NotFound()
     return parsed
 
 

@@ -24,6 +24,7 @@ from knowledge.visibility import viewer_for_scope
 from loopmem import embeddings
 from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import AlreadyGraduated, DuplicateTitle, GateUnavailable, NotFound, ValidationFailed
+from loopmem.params import path_id
 from loopmem.scope import Scope
 from memory.models import Memory
 
@@ -47,10 +48,7 @@ def memory_graduate(
     *, scope: Scope, memory_id: str, re_scope: ReScope = "inherit", stamp_structural_error: bool = False
 ) -> Proposal:
     """Propose one of the subject's memories as a knowledge article (owner-visible, published, a finding)."""
-    try:
-        parsed = uuid.UUID(memory_id)
-    except ValueError as exc:
-        raise NotFound() from exc
+    parsed = path_id(memory_id)
     memory = Memory.objects.for_scope(scope).select_related("tenant").defer("embedding").filter(id=parsed).first()
     if memory is None:
         raise NotFound()

@@ -26,6 +26,7 @@ from loopmem.errors import (
     SupersedeCycle,
 )
 from loopmem.heavy_read import redis_client
+from loopmem.params import path_id
 from loopmem.queue import enqueue_on_commit, send
 from loopmem.scope import Scope
 from memory.models import Memory, SessionTurn
@@ -97,24 +98,16 @@ def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str) -> uuid.UUID:
 
 
 def _delete(memories: Any, memory_id: str) -> uuid.UUID:
-    parsed = _parse_id(memory_id)
+    parsed = path_id(memory_id)
     deleted, _ = memories.filter(id=parsed).delete()
     if not deleted:
         raise NotFound()
     return parsed
 
 
-def _parse_id(value: str) -> uuid.UUID:
-    # An invalid id is just another id that is not there: no existence oracle.
-    try:
-        return uuid.UUID(str(value))
-    except ValueError as exc:
-        raise NotFound() from exc
-
-
 def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
     """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op."""
-    old_uuid, new_uuid = _parse_id(old_id), _parse_id(new_id)
+    old_uuid, new_uuid = path_id(old_id), path_id(new_id)
     if old_uuid == new_uuid:
         raise SelfSupersede()
     with transaction.atomic():
