@@ -10,7 +10,7 @@ from knowledge.models import Article
 from knowledge.selectors import DEFAULT_SEARCH_LIMIT, MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT, SEARCH_MODES
 from knowledge.services import CREATE_STATUSES
 from loopmem.errors import BadRequest
-from loopmem.inputs import ProjectIdField, WireField
+from loopmem.inputs import ProjectIdField, TextField, WireField
 from loopmem.params import MAX_OFFSET, clamp, lenient_int
 
 
@@ -23,8 +23,8 @@ class ArticleProposeIn(serializers.Serializer):  # type: ignore[type-arg]  # pla
 
     project_id = ProjectIdField()  # first: a malformed project id is refused before anything else
     # Blank title and body pass here: the service says "must not be blank" for every writer alike.
-    title = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    body = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    title = TextField(allow_blank=True, trim_whitespace=False)
+    body = TextField(allow_blank=True, trim_whitespace=False)
     category = serializers.ChoiceField(choices=Article.Category.choices)
     tags = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False, default=list)
     status = serializers.ChoiceField(choices=CREATE_STATUSES, default=Article.Status.DRAFT)
@@ -105,8 +105,8 @@ class KnowledgeSearchIn(serializers.Serializer):  # type: ignore[type-arg]
 class ArticlePatchIn(serializers.Serializer):  # type: ignore[type-arg]  # plain input serializer
     """PATCH /api/v1/knowledge/articles/:id; absent fields stay as they are."""
 
-    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    body = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    title = TextField(required=False, allow_blank=True, trim_whitespace=False)
+    body = TextField(required=False, allow_blank=True, trim_whitespace=False)
     tags = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False)
     status = serializers.ChoiceField(choices=Article.Status.choices, required=False)
 

@@ -21,6 +21,10 @@ class DomainError(Exception):
         self.details: dict[str, Any] = details or {}
         super().__init__(self.message)
 
+    def body(self) -> dict[str, Any]:
+        """The error envelope: `{"error": {"status", "code", "message", "details"}}`."""
+        return {"error": {"status": self.status, "code": self.code, "message": self.message, "details": self.details}}
+
 
 class BadRequest(DomainError):
     status, code, default_message = 400, "bad_request", "Bad request"
@@ -256,3 +260,23 @@ class GateUnavailable(DomainError):
 
 class EmbeddingUnavailable(DomainError):
     status, code, default_message = 503, "embedding_unavailable", "Embedding service unavailable"
+
+
+class PayloadTooLarge(DomainError):
+    """The body is over the route's size limit; checked before it is read, let alone parsed."""
+
+    status, code, default_message = 413, "payload_too_large", "The request body is too large"
+
+
+class InvalidText(DomainError):
+    """Text the database cannot store or that no client meant: a NUL character or a lone UTF-16 surrogate."""
+
+    status, code, default_message = (
+        400,
+        "invalid_text",
+        "Text may not contain NUL characters or lone UTF-16 surrogates",
+    )
+
+
+class TooDeeplyNested(DomainError):
+    status, code, default_message = 400, "too_deeply_nested", "The JSON body is nested too deeply"

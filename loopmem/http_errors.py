@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -15,6 +16,7 @@ from loopmem.errors import (
     DomainError,
     Forbidden,
     NotFound,
+    PayloadTooLarge,
     RateLimited,
     ServerError,
     Unauthorized,
@@ -67,6 +69,8 @@ def as_domain_error(exc: Exception) -> DomainError | None:
         return Forbidden()
     if isinstance(exc, (drf.NotFound, Http404)):
         return NotFound()
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
     if isinstance(exc, drf.Throttled):
         return RateLimited(retry_after=int(getattr(exc, "wait", None) or 1), limit=0)
     return None

@@ -9,13 +9,16 @@ say) stops parsing at once; plain DRF validation errors are gathered per field i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from rest_framework import serializers
 from rest_framework.request import Request
 
 from loopmem.errors import DomainError, ValidationFailed
 from loopmem.params import lenient_int, project_id_from, session_id_problem, truthy
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise  # the stubs' type of a lazy message
 
 S = TypeVar("S", bound=serializers.Serializer)  # type: ignore[type-arg]
 
@@ -99,3 +102,24 @@ def SessionIdField(
         return value.strip() if strip else value
 
     return WireField(rule)
+
+
+class TextField(serializers.CharField):
+    """Text, and only text: a number or a boolean is not silently turned into "0" or "True"."""
+
+    default_error_messages: ClassVar[dict[str, str | _StrPromise]] = {"not_text": "must be a string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_text")
+        return str(super().to_internal_value(data))
+
+
+def TagsField(*, max_tags: int = 64, max_length: int = 200) -> serializers.ListField:
+    """A bounded list of tags (count and length): thousands of tags on one row are an abuse, not data."""
+    return serializers.ListField(
+        child=TextField(max_length=max_length, trim_whitespace=False),
+        max_length=max_tags,
+        required=False,
+        allow_null=True,
+    )

@@ -17,7 +17,15 @@ from loopmem.errors import (
     MissingSessionId,
     ValidationFailed,
 )
-from loopmem.inputs import FlagField, LenientIntField, ProjectIdField, SessionIdField, WireField
+from loopmem.inputs import (
+    FlagField,
+    LenientIntField,
+    ProjectIdField,
+    SessionIdField,
+    TagsField,
+    TextField,
+    WireField,
+)
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
 from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
@@ -53,13 +61,11 @@ class TierIn(serializers.Serializer):  # type: ignore[type-arg]
 class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory, long-term tier."""
 
-    text = serializers.CharField(trim_whitespace=False)
+    text = TextField(trim_whitespace=False)
     confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
-    tags = serializers.ListField(
-        child=serializers.CharField(max_length=200, trim_whitespace=False), required=False, allow_null=True
-    )
+    tags = TagsField()
     metadata = serializers.DictField(required=False, allow_null=True)
-    source_session_id = serializers.CharField(max_length=200, required=False, allow_null=True, allow_blank=True)
+    source_session_id = TextField(max_length=200, required=False, allow_null=True, allow_blank=True)
 
     def validate_text(self, value: str) -> str:
         return validate_text_bytes(value)
@@ -113,11 +119,16 @@ class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
     def to_internal_value(self, data: Any) -> datetime | None:
         if data is None or data == "":
             return None
-        parsed = parse_datetime(data) if isinstance(data, str) else None
-        if parsed is None:
+        try:
+            parsed = parse_datetime(data) if isinstance(data, str) else None
+            if parsed is None:
+                self.fail("invalid", value=data)
+            assert parsed is not None
+            aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+            # Year 0 does not parse; an offset past the calendar's end only overflows when made UTC: both are 422.
+            return aware.astimezone(UTC)
+        except (ValueError, OverflowError):
             self.fail("invalid", value=data)
-        assert parsed is not None
-        return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
     def to_representation(self, value: datetime) -> str:
         return value.isoformat()
@@ -126,9 +137,9 @@ class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
 class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory with tier "session"."""
 
-    session_id = serializers.CharField(trim_whitespace=False)
+    session_id = TextField(trim_whitespace=False)
     role = serializers.ChoiceField(choices=SessionTurn.Role.choices)
-    content = serializers.CharField(trim_whitespace=False)
+    content = TextField(trim_whitespace=False)
     metadata = serializers.DictField(required=False, allow_null=True)
     expires_at = ExpiresAtField(required=False, allow_null=True)
 

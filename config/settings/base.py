@@ -55,6 +55,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "loopmem.edge.EdgeInputMiddleware",
     "loopmem.ratelimit.RateLimitHeadersMiddleware",
 ]
 
@@ -112,12 +113,17 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "max_retries": 1}
 
 # --- HTTP API --------------------------------------------------------------------------------------------
+# A request body larger than this is refused (413) before it is read; a route may allow more (`max_body_bytes`).
+MAX_REQUEST_BODY_BYTES = env_int("LOOPMEM_MAX_REQUEST_BODY_BYTES", 1024 * 1024)
+# Django's own cap sits above every route's limit, so ours (413 with a code) always answers first.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 32 * 1024 * 1024
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["loopmem.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["loopmem.auth.IsApiKeyAuthenticated", "loopmem.custody.TenantNotHalted"],
     "DEFAULT_THROTTLE_CLASSES": ["loopmem.ratelimit.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["loopmem.edge.StrictJSONParser"],
     "EXCEPTION_HANDLER": "loopmem.http_errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
