@@ -1,24 +1,22 @@
 """Run the whole service in the foreground: migrations, web server, Celery worker and beat.
 
-The embedded PostgreSQL and Redis (if used) belong to this process: children are handed their URLs,
-and Ctrl-C stops the children first, then the embedded servers.
+The embedded PostgreSQL and Redis (if used) belong to this process: children are handed their URLs, a child that
+dies is restarted (the embedded servers outlive it), and Ctrl-C stops the children first, then the servers.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import time
 from argparse import ArgumentParser
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-_STOP_GRACE_SECONDS = 15
+from loopmem.supervisor import Supervisor
 
 
 class Command(BaseCommand):
@@ -70,28 +68,12 @@ class Command(BaseCommand):
             ],
             "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"],
         }
-        children: dict[str, subprocess.Popen[bytes]] = {}
-        stopping = False
-
-        def request_stop(signum: int, frame: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, request_stop)
-        signal.signal(signal.SIGTERM, request_stop)
-        try:
-            for name, command in commands.items():
-                # Own session: the terminal's Ctrl-C reaches only this process, which stops children in order.
-                children[name] = subprocess.Popen(command, env=env, start_new_session=True)
-            self._announce(bind)
-            while not stopping:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        raise CommandError(f"{name} exited with status {child.returncode}; stopping the service")
-                time.sleep(0.5)
-            self.stdout.write("stopping…")
-        finally:
-            _stop_all(children)
+        supervisor = Supervisor(commands=commands, env=env, on_event=lambda line: self.stderr.write(line))
+        signal.signal(signal.SIGINT, supervisor.request_stop)
+        signal.signal(signal.SIGTERM, supervisor.request_stop)
+        self._announce(bind)
+        # A crashed child is restarted with backoff; only Ctrl-C (or SIGTERM) stops the stack.
+        supervisor.run()
         self.stdout.write("stopped")
 
     def _announce(self, bind: str) -> None:
@@ -112,16 +94,3 @@ class Command(BaseCommand):
                 ]
             )
         )
-
-
-def _stop_all(children: dict[str, subprocess.Popen[bytes]]) -> None:
-    for child in children.values():
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_SECONDS
-    for child in children.values():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
