@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django.contrib.staticfiles",
     "loopmem",
     "projects",
     "memory",
@@ -54,6 +56,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the vendored Swagger UI) straight from the installed apps, under gunicorn as under runserver.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.common.CommonMiddleware",
     "loopmem.edge.EdgeInputMiddleware",
     "loopmem.ratelimit.RateLimitHeadersMiddleware",
@@ -64,8 +68,10 @@ TEMPLATES = [  # only drf-spectacular's Swagger UI page renders a template
 ]
 
 ROOT_URLCONF = "config.urls"
-# No static files are served (there is no UI); Django's live-server test handler still needs the setting.
+# The only static files are the API docs' Swagger UI assets; WhiteNoise serves them from the apps' static
+# folders (no collectstatic step), in every process that serves HTTP.
 STATIC_URL = "/static/"
+WHITENOISE_USE_FINDERS = True
 WSGI_APPLICATION = "config.wsgi.application"
 APPEND_SLASH = False
 
@@ -110,7 +116,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Enqueue attempts give up fast when Redis is down; the sweeps pick up what was not enqueued.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "max_retries": 1}
+# socket_timeout too: a Redis that accepts the connection but never answers (SIGSTOP) must not hold a write.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 1,
+    "socket_timeout": REDIS_TIMEOUT_SECONDS,
+    "max_retries": 1,
+}
 
 # --- HTTP API --------------------------------------------------------------------------------------------
 # A request body larger than this is refused (413) before it is read; a route may allow more (`max_body_bytes`).
@@ -135,6 +146,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    # Swagger UI from the pinned drf-spectacular-sidecar package, never a CDN: the docs render offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import override_settings
 
@@ -39,3 +41,16 @@ def test_openapi_schema_and_docs_are_served(client):
     assert "/api/v1/projects" in paths
     assert "/api/v1/projects/resolve" in paths
     assert client.get("/api/docs/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_api_docs_load_swagger_ui_from_the_service_itself_not_a_cdn(client):
+    page = client.get("/api/docs/").content.decode()
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page)
+    assert any(a.endswith("swagger-ui-bundle.js") for a in assets), page
+    assert "cdn" not in page.lower()
+    for asset in assets:
+        response = client.get(asset)
+        assert response.status_code == 200, asset
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        assert body, asset
