@@ -122,6 +122,10 @@ class AlreadySuperseded(DomainError):
     status, code, default_message = 409, "already_superseded", "The memory is already superseded by another memory"
 
 
+class PayloadTooLarge(DomainError):
+    status, code, default_message = 413, "payload_too_large", "The request body is larger than this endpoint accepts"
+
+
 class HeavyReadOverloaded(DomainError):
     status, code, default_message = (
         429,
