@@ -290,7 +290,7 @@ def _existing_keys(scope: Scope) -> dict[str, uuid.UUID]:
 
 
 def memory_import(
-    *, scope: Scope, rows: Sequence[ImportRow], progress: Callable[[int], None] | None = None
+    *, scope: Scope, rows: Sequence[ImportRow], progress: Callable[[int], object] | None = None
 ) -> ImportReport:
     """Write `rows` into the subject (source `imported`), rebuilding their supersede chains; skip what it holds.
 
