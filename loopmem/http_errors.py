@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -15,6 +17,7 @@ from loopmem.errors import (
     DomainError,
     Forbidden,
     NotFound,
+    PayloadTooLarge,
     RateLimited,
     ServerError,
     Unauthorized,
@@ -59,6 +62,8 @@ def as_domain_error(exc: Exception) -> DomainError | None:
         return exc
     if isinstance(exc, drf.ValidationError):
         return ValidationFailed(details=_validation_details(exc.detail))
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge(details={"max_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE})
     if isinstance(exc, drf.ParseError):
         return BadRequest(f"Malformed request body: {exc.detail}")
     if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):

@@ -110,3 +110,15 @@ def test_a_halted_tenant_cannot_batch(agent, tenant):
 def test_scope_fields_in_items_are_ignored(agent, other_tenant):
     body = batch(agent, [{"text": "mine", "tenant_id": str(other_tenant.id), "subject_id": "someone-else"}])
     assert (body["data"][0]["memory"]["subject_id"], Memory.objects.get().subject_id) == ("agent-a", "agent-a")
+
+
+def test_a_batch_over_the_body_size_cap_is_413(agent):
+    # Django's request body cap (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB) applies to a batch like to any JSON body.
+    response = agent.post(URL, {"memories": [{"text": "x" * 90_000}] * 30}, format="json")
+    assert (response.status_code, response.json()) == (
+        413,
+        error(
+            413, "payload_too_large", "The request body is larger than this endpoint accepts", {"max_bytes": 2621440}
+        ),
+    )
+    assert not Memory.objects.exists()
