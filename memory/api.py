@@ -187,6 +187,7 @@ class MemoryViewSet(ScopedViewSet):
         chain = selectors.memory_history(self._addressable(), pk)
         return Response({"data": MemoryOut(chain, many=True).data})
 
+    @extend_schema(responses={200: OpenApiResponse(description="{data: {id, deleted: true}}"), 404: None})
     def destroy(self, request: Request, pk: str) -> Response:
         if self.principal.role == ApiKey.Role.SUPERADMIN:
             memory_id = services.memory_forget_any(tenant_id=self.principal.require_tenant().id, memory_id=pk)

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
@@ -213,6 +215,7 @@ class FilterTagsField(serializers.ListField):
         return super().get_value(dictionary)
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
     """A JSON object, or (in a query string) its JSON text."""
 
@@ -232,6 +235,7 @@ class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
         return value
 
 
+@extend_schema_field(OpenApiTypes.DATETIME)
 class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
     """An ISO 8601 datetime or date (naive means UTC; a date is its midnight); blank means no filter."""
 
@@ -272,7 +276,7 @@ class MemoryFiltersIn(serializers.Serializer):  # type: ignore[type-arg]
     metadata = JSONObjectField(required=False, allow_null=True)
     # The metaclass collects declared fields, so this `source` never shadows Field.source at run time.
     source = serializers.ChoiceField(  # type: ignore[assignment]
-        choices=Memory.Source.values, required=False, allow_null=True, allow_blank=True
+        choices=Memory.Source.choices, required=False, allow_null=True, allow_blank=True
     )
     created_after = FilterDateTimeField(required=False, allow_null=True)
     created_before = FilterDateTimeField(required=False, allow_null=True)
@@ -394,6 +398,7 @@ def _origin_id(value: object) -> uuid.UUID | None:
     return parsed
 
 
+@extend_schema_field(OpenApiTypes.UUID)
 class OriginIdField(serializers.Field):  # type: ignore[type-arg]
     """An id as the import file gives it (an export's own ids): a canonical UUID or null."""
 
