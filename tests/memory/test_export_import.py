@@ -105,9 +105,11 @@ def test_export_streams_ndjson_with_provenance_and_never_the_embedding(source_ag
             assert by_id[line["supersedes"]]["superseded_by"] == line["id"]
 
 
-def test_an_export_imported_into_a_fresh_subject_reproduces_it_field_by_field(source_agent, client_for, make_key):
+def test_an_export_imported_into_a_fresh_subject_reproduces_it_field_by_field(
+    source_agent, client_for, make_key, tenant
+):
     original = export(source_agent, include_superseded="true")
-    fresh = client_for(make_key("agent", agent_id="agent-fresh", tenant=Memory.objects.first().tenant))
+    fresh = client_for(make_key("agent", tenant, agent_id="agent-fresh"))
 
     response = import_(fresh, ndjson(original))
 

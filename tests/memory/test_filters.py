@@ -25,8 +25,8 @@ pytestmark = heavy_db
 
 ROWS = 40
 BASE = datetime(2025, 1, 1, tzinfo=UTC)
-TAGS = ([], ["a"], ["a", "b"], ["b"], ["c"])
-METADATA = ({"lang": "py"}, {"lang": "go", "tier": 1}, {})
+TAGS: tuple[list[str], ...] = ([], ["a"], ["a", "b"], ["b"], ["c"])
+METADATA: tuple[dict[str, Any], ...] = ({"lang": "py"}, {"lang": "go", "tier": 1}, {})
 SOURCES = ("explicit", "explicit", "promoted", "imported")
 
 
@@ -208,7 +208,14 @@ def test_an_empty_filter_result_is_200_empty(agent, corpus):
 
 
 def test_blank_filters_narrow_nothing(agent, corpus):
-    wire = {"tags": [], "tags_any": None, "metadata": {}, "source": "", "created_after": "", "min_confidence": None}
+    wire: dict[str, Any] = {
+        "tags": [],
+        "tags_any": None,
+        "metadata": {},
+        "source": "",
+        "created_after": "",
+        "min_confidence": None,
+    }
     assert len(recall(agent, "deploy pipeline", limit=100, **wire)["data"]) == ROWS
 
 
