@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import ExpressionWrapper, FloatField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import ExpressionWrapper, FloatField, Q, QuerySet, Value
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -256,22 +256,27 @@ def memory_history(rows: QuerySet[Memory], memory_id: str) -> list[Memory]:
 
 
 def memory_export_rows(*, scope: Scope, include_superseded: bool = False) -> Iterator[Memory]:
-    """The subject's memories for export, oldest first, each annotated with `supersedes_id` (its predecessor).
+    """The subject's memories for export, oldest first, each with `supersedes_id` set (its predecessor, or None).
 
-    Read in keyset-paginated chunks, so a large subject streams without a long-lived cursor.
+    Read in keyset-paginated chunks, with one query for each chunk's predecessors, so a large subject streams
+    without a long-lived cursor and in bounded work per chunk.
     """
     rows = Memory.objects.for_scope(scope)
     if not include_superseded:
         rows = rows.live()
-    predecessor = Memory.objects.for_scope(scope).filter(superseded_by=OuterRef("pk")).order_by("inserted_at", "id")
-    rows = rows.defer("embedding").annotate(supersedes_id=Subquery(predecessor.values("id")[:1]))
-    rows = rows.order_by("inserted_at", "id")
+    rows = rows.defer("embedding").order_by("inserted_at", "id")
     last: tuple[datetime, Any] | None = None
     while True:
         page = (
             rows if last is None else rows.filter(Q(inserted_at__gt=last[0]) | Q(inserted_at=last[0], id__gt=last[1]))
         )
         chunk = list(page[:EXPORT_CHUNK])
+        links = Memory.objects.for_scope(scope).filter(superseded_by_id__in=[m.id for m in chunk])
+        predecessors: dict[Any, Any] = {}
+        for successor, predecessor in links.order_by("-inserted_at", "-id").values_list("superseded_by_id", "id"):
+            predecessors[successor] = predecessor  # the oldest one wins
+        for memory in chunk:
+            memory.supersedes_id = predecessors.get(memory.id)  # type: ignore[attr-defined]
         yield from chunk
         if len(chunk) < EXPORT_CHUNK:
             return
