@@ -424,9 +424,10 @@ class ImportLineIn(RememberIn):
     supersedes = OriginIdField()
     project_id = OriginIdField()
 
-    def row(self) -> ImportRow:
+    def row(self, line: int | None = None) -> ImportRow:
         data = self.validated_data
         return ImportRow(
+            line=line,
             text=data["text"],
             confidence=data["confidence"],
             tags=data.get("tags") or [],
@@ -476,7 +477,7 @@ def import_rows(raw: bytes) -> list[ImportRow]:
             if not parsed.is_valid():
                 errors[f"line {number}"] = json.loads(json.dumps(parsed.errors))  # ErrorDetail → plain strings
             else:
-                row = parsed.row()
+                row = parsed.row(number)
                 if row.origin_id is not None and row.origin_id in origins:
                     errors[f"line {number}"] = {"id": ["appears on an earlier line"]}
                 if row.origin_id is not None:

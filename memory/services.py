@@ -228,6 +228,7 @@ class ImportRow:
     origin_id: uuid.UUID | None = None
     superseded_by: uuid.UUID | None = None
     supersedes: uuid.UUID | None = None
+    line: int | None = None  # where the file has it (1-based; an array's item number), for the report
 
 
 @dataclass
@@ -318,9 +319,10 @@ def memory_import(
                 plan = [i for i in chain if keys[i] not in existing]
                 ids = {i: existing[keys[i]] for i in chain if keys[i] in existing}
                 links = _links(chain, successor, ids, plan)
-                live_delta = sum(1 for i in plan if i not in successor) - _heads_superseded(links, ids)
+                live_delta = sum(1 for i in plan if i not in successor) - _heads_superseded(scope, links, ids)
                 if plan and live + live_delta > settings.MEMORY_QUOTA:
-                    report.stopped_at = min(plan) + 1
+                    first = min(plan)
+                    report.stopped_at = rows[first].line or first + 1
                     return report
                 for i in plan:
                     row = rows[i]
@@ -340,7 +342,7 @@ def memory_import(
                     )
                     ids[i] = memory.id
                     existing[keys[i]] = memory.id
-                report.linked += _link(scope, chain, successor, ids)
+                report.linked += _link(scope, chain, successor, ids, plan)
                 report.created += len(plan)
                 report.skipped += len(chain) - len(plan)
                 live += live_delta
@@ -394,17 +396,24 @@ def _links(chain: list[int], successor: Mapping[int, int], ids: Mapping[int, uui
     return [i for i in chain if i in ids and successor.get(i) in planned]
 
 
-def _heads_superseded(links: list[int], ids: Mapping[int, uuid.UUID]) -> int:
+def _heads_superseded(scope: Scope, links: list[int], ids: Mapping[int, uuid.UUID]) -> int:
     """How many stored, live rows a chain's new rows will supersede (each frees a quota slot)."""
-    return Memory.objects.filter(id__in=[ids[i] for i in links], superseded_by__isnull=True).count() if links else 0
+    if not links:
+        return 0
+    return Memory.objects.for_scope(scope).live().filter(id__in=[ids[i] for i in links]).count()
 
 
-def _link(scope: Scope, chain: list[int], successor: Mapping[int, int], ids: Mapping[int, uuid.UUID]) -> int:
-    """Point each row of the chain at its successor, unless it is already superseded (by anything)."""
+def _link(
+    scope: Scope, chain: list[int], successor: Mapping[int, int], ids: Mapping[int, uuid.UUID], plan: list[int]
+) -> int:
+    """Point each row of the chain at its successor written now, unless it is already superseded (by anything).
+
+    Only links towards a new row are made: a new row has no successor yet, so no link can close a cycle."""
+    planned = set(plan)
     linked = 0
     for i in chain:
         j = successor.get(i)
-        if j is None or i not in ids or j not in ids:
+        if j is None or j not in planned or i not in ids:
             continue
         linked += (
             Memory.objects.for_scope(scope)

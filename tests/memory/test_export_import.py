@@ -351,3 +351,9 @@ def test_the_import_command_reports_the_quota_stop(tenant, tmp_path):
     with pytest.raises(CommandError, match="quota_exceeded: The subject's quota was reached at line 2"):
         call_command("memory_import", "--tenant", "acme", "--subject", "s", str(path), "--json", stdout=out)
     assert json.loads(out.getvalue())["error"]["details"]["written"] == 1
+
+
+@override_settings(MEMORY_QUOTA=1)
+def test_the_quota_stop_names_the_files_own_line(agent):
+    response = import_(agent, b'\n{"text": "a"}\n\n\n{"text": "b"}\n')
+    assert response.json()["error"]["details"]["stopped_at_line"] == 5
