@@ -15,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from email.message import Message
 from typing import Any, Literal
 
@@ -205,7 +206,36 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-QueryValue = str | int | bool | None
+QueryValue = str | int | float | bool | list[str] | None
+Source = Literal["explicit", "promoted", "imported"]
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    """Filters on your memories (recall, merged recall's memory half, list); every one set must hold.
+
+    `tags`: all of them on the memory; `tags_any`: at least one; `metadata`: a JSON object the memory's metadata
+    contains; `created_after` / `created_before`: ISO 8601, strictly after / before; `min_confidence`: 0..1.
+    """
+
+    tags: list[str] | None = None
+    tags_any: list[str] | None = None
+    metadata: JSONObject | None = None
+    source: Source | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    min_confidence: float | None = None
+
+    def body(self) -> JSONObject:
+        """As body fields (the recalls)."""
+        return _present(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+    def query(self) -> dict[str, QueryValue]:
+        """As query parameters (the list): tags repeated, metadata as JSON text."""
+        params: dict[str, QueryValue] = dict(self.body())
+        if self.metadata is not None:
+            params["metadata"] = json.dumps(self.metadata)
+        return params
 
 
 class LoopmemClient:
@@ -238,7 +268,7 @@ class LoopmemClient:
         url = self.base_url + path
         params = {key: _query_text(value) for key, value in (query or {}).items() if value is not None}
         if params:
-            url += "?" + urllib.parse.urlencode(params)
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
         headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json", "User-Agent": USER_AGENT}
         data = None
         if body is not None:
@@ -325,13 +355,12 @@ class LoopmemClient:
         limit: int | None = None,
         include_superseded: bool | None = None,
         project_id: str | None = None,
+        filters: MemoryFilters | None = None,
     ) -> JSONObject:
-        """POST /api/v1/memory/recall: the subject's long-term memories nearest in meaning to `query`."""
-        return self.request(
-            "POST",
-            "/api/v1/memory/recall",
-            body=_present(query=query, limit=limit, include_superseded=include_superseded, project_id=project_id),
-        )
+        """POST /api/v1/memory/recall: the subject's long-term memories nearest in meaning to `query`, among those
+        that match `filters` (applied inside the search, so a filtered recall is as complete as any)."""
+        body = _present(query=query, limit=limit, include_superseded=include_superseded, project_id=project_id)
+        return self.request("POST", "/api/v1/memory/recall", body={**body, **(filters or MemoryFilters()).body()})
 
     def memory_list(
         self,
@@ -339,14 +368,50 @@ class LoopmemClient:
         limit: int | None = None,
         offset: int | None = None,
         include_superseded: bool | None = None,
-        source: Literal["explicit", "promoted"] | None = None,
+        source: Source | None = None,
+        filters: MemoryFilters | None = None,
     ) -> JSONObject:
-        """GET /api/v1/memory: the subject's long-term memories, newest first."""
-        return self.request(
-            "GET",
-            "/api/v1/memory",
-            query={"limit": limit, "offset": offset, "include_superseded": include_superseded, "source": source},
-        )
+        """GET /api/v1/memory: the subject's long-term memories, newest first (matching `filters`)."""
+        query: dict[str, QueryValue] = {
+            **(filters or MemoryFilters()).query(),
+            "limit": limit,
+            "offset": offset,
+            "include_superseded": include_superseded,
+        }
+        if source is not None:
+            query["source"] = source
+        return self.request("GET", "/api/v1/memory", query=query)
+
+    def memory_get(self, memory_id: str) -> JSONObject:
+        """GET /api/v1/memory/:id: one of your memories, live or superseded."""
+        memory_id = canonical_uuid(memory_id, field="id", code="invalid_memory_id")
+        return self.request("GET", f"/api/v1/memory/{memory_id}")
+
+    def memory_history(self, memory_id: str) -> JSONObject:
+        """GET /api/v1/memory/:id/history: the memory's versions, oldest first, up to the live one."""
+        memory_id = canonical_uuid(memory_id, field="id", code="invalid_memory_id")
+        return self.request("GET", f"/api/v1/memory/{memory_id}/history")
+
+    def memory_correct(
+        self,
+        memory_id: str,
+        *,
+        text: str | None = None,
+        confidence: float | None = None,
+        tags: list[str] | None = None,
+        metadata: JSONObject | None = None,
+    ) -> JSONObject:
+        """PATCH /api/v1/memory/:id: a corrected new version (the old one is kept in its history).
+
+        The given fields replace the old values, the rest are carried over; at least one must be given.
+        `already_superseded` (409) means a newer version exists: its id is in `details.superseded_by`."""
+        memory_id = canonical_uuid(memory_id, field="id", code="invalid_memory_id")
+        body = _present(text=text, confidence=confidence, tags=tags, metadata=metadata)
+        return self.request("PATCH", f"/api/v1/memory/{memory_id}", body=body)
+
+    def memory_batch(self, memories: list[JSONObject]) -> JSONObject:
+        """POST /api/v1/memory/batch: up to 100 remember bodies, each written (or refused) on its own."""
+        return self.request("POST", "/api/v1/memory/batch", body={"memories": memories})
 
     def memory_forget(self, memory_id: str) -> JSONObject:
         """DELETE /api/v1/memory/:id. The id goes into the path, so it must be a canonical UUID."""
@@ -375,13 +440,13 @@ class LoopmemClient:
         project_id: str | None = None,
         limit: int | None = None,
         session_id: str | None = None,
+        filters: MemoryFilters | None = None,
     ) -> JSONObject:
-        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`."""
-        return self.request(
-            "POST",
-            "/api/v1/recall",
-            body=_present(query=query, project_id=project_id, limit=limit, session_id=session_id),
-        )
+        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`.
+
+        `filters` narrow the memory half only."""
+        body = _present(query=query, project_id=project_id, limit=limit, session_id=session_id)
+        return self.request("POST", "/api/v1/recall", body={**body, **(filters or MemoryFilters()).body()})
 
     def recall_referenced(self, *, recall_id: str, article_ids: list[str]) -> JSONObject:
         """POST /api/v1/recall/:recall_id/referenced: which surfaced articles the answer actually used."""
@@ -426,9 +491,11 @@ def _present(**fields: Any) -> JSONObject:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def _query_text(value: str | int | bool) -> str:
+def _query_text(value: str | int | float | bool | list[str]) -> str | list[str]:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return [str(item) for item in value]
     return str(value)
 
 

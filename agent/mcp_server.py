@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from agent.client import JSONObject, LoopmemClient, LoopmemError
+from agent.client import JSONObject, LoopmemClient, LoopmemError, MemoryFilters
 from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ SERVER_NAME = "loopmem"
 DESCRIPTION = "loopmem's MCP server: memory, recall and knowledge tools, as the agent key LOOPMEM_AGENT_KEY."
 INSTRUCTIONS = (
     "Agent memory. memory_recall (or recall_context, which adds Knowledge Wiki articles) at the start of a task; "
-    "memory_remember for a durable fact about this work that you will need in a later session; session turns "
+    "memory_remember for a durable fact about this work that you will need in a later session; memory_correct when "
+    "a memory is wrong or outdated (it keeps the history; do not forget and re-remember); session turns "
     "(memory_remember tier=session) for working notes of this session, which memory_promote compiles later. "
     "Never store secrets, credentials or personal data. Scope comes from the server's key: you cannot, and "
     "need not, name a tenant or subject."
@@ -49,6 +50,19 @@ ProjectId = Annotated[
     Field(description="A project's id (from resolve_project) to narrow to global + that project; omit for global."),
 ]
 Limit = Annotated[int | None, Field(description="How many rows at most.")]
+MemoryId = Annotated[str, Field(description="The memory's id (a UUID).")]
+Tags = Annotated[list[str] | None, Field(description="Only memories carrying every one of these tags.")]
+TagsAny = Annotated[list[str] | None, Field(description="Only memories carrying at least one of these tags.")]
+MetadataFilter = Annotated[
+    dict[str, Any] | None, Field(description='Only memories whose metadata contains this object, e.g. {"lang": "py"}.')
+]
+SourceFilter = Annotated[
+    Literal["explicit", "promoted", "imported"] | None,
+    Field(description="explicit: written by you; promoted: compiled from your sessions; imported: by an import."),
+]
+CreatedAfter = Annotated[str | None, Field(description="ISO 8601: only memories written after this.")]
+CreatedBefore = Annotated[str | None, Field(description="ISO 8601: only memories written before this.")]
+MinConfidence = Annotated[float | None, Field(description="0..1: only memories with at least this confidence.")]
 
 
 def build_server(client: LoopmemClient) -> MCPServer:
@@ -108,13 +122,26 @@ def build_server(client: LoopmemClient) -> MCPServer:
         limit: Annotated[int | None, Field(description="1..100, default 10.")] = None,
         include_superseded: Annotated[bool | None, Field(description="Also return superseded memories.")] = None,
         project_id: ProjectId = None,
+        tags: Tags = None,
+        tags_any: TagsAny = None,
+        metadata: MetadataFilter = None,
+        source: SourceFilter = None,
+        created_after: CreatedAfter = None,
+        created_before: CreatedBefore = None,
+        min_confidence: MinConfidence = None,
     ) -> CallToolResult:
         """Your long-term memories nearest in meaning to `query`, best first, each with a score.
 
-        A memory is found by meaning a moment after it is written (it is embedded asynchronously)."""
+        The filters narrow the search itself (a filtered recall is as complete as an unfiltered one). A memory is
+        found by meaning a moment after it is written (it is embedded asynchronously)."""
+        filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
         return _call(
             lambda: client.memory_recall(
-                query=query, limit=limit, include_superseded=include_superseded, project_id=project_id
+                query=query,
+                limit=limit,
+                include_superseded=include_superseded,
+                project_id=project_id,
+                filters=filters,
             )
         )
 
@@ -123,21 +150,51 @@ def build_server(client: LoopmemClient) -> MCPServer:
         limit: Annotated[int | None, Field(description="1..200, default 50.")] = None,
         offset: Annotated[int | None, Field(description="Rows to skip.")] = None,
         include_superseded: Annotated[bool | None, Field(description="Also list superseded memories.")] = None,
-        source: Annotated[
-            Literal["explicit", "promoted"] | None,
-            Field(description="explicit: written by you; promoted: compiled from your sessions."),
-        ] = None,
+        source: SourceFilter = None,
+        tags: Tags = None,
+        tags_any: TagsAny = None,
+        metadata: MetadataFilter = None,
+        created_after: CreatedAfter = None,
+        created_before: CreatedBefore = None,
+        min_confidence: MinConfidence = None,
     ) -> CallToolResult:
         """Your long-term memories, newest first, with `meta.total_count`."""
+        filters = MemoryFilters(tags, tags_any, metadata, None, created_after, created_before, min_confidence)
         return _call(
-            lambda: client.memory_list(limit=limit, offset=offset, include_superseded=include_superseded, source=source)
+            lambda: client.memory_list(
+                limit=limit, offset=offset, include_superseded=include_superseded, source=source, filters=filters
+            )
         )
+
+    @tool(_READ)
+    def memory_get(id: MemoryId) -> CallToolResult:
+        """One of your memories by id, live or superseded (`superseded_by` names its newer version)."""
+        return _call(lambda: client.memory_get(id))
+
+    @tool(_READ)
+    def memory_history(id: MemoryId) -> CallToolResult:
+        """A memory's versions, oldest first, up to the live one (the same whichever version you name)."""
+        return _call(lambda: client.memory_history(id))
+
+    @tool(_WRITE)
+    def memory_correct(
+        id: MemoryId,
+        text: Annotated[str | None, Field(description="The corrected fact.")] = None,
+        confidence: Annotated[float | None, Field(description="0..1.")] = None,
+        tags: Annotated[list[str] | None, Field(description="The new labels (replace the old ones).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="The new metadata (replaces the old).")] = None,
+    ) -> CallToolResult:
+        """Correct one of your memories: writes a new live version with the fields you give (the rest carried
+        over) and keeps the old one in its history. Use this, not forget + remember, when a fact changed.
+
+        `already_superseded` means a newer version exists (`details.superseded_by`): correct that one instead."""
+        return _call(lambda: client.memory_correct(id, text=text, confidence=confidence, tags=tags, metadata=metadata))
 
     @tool(_DELETE)
     def memory_forget(
         id: Annotated[str, Field(description="The memory's id (a UUID).")],
     ) -> CallToolResult:
-        """Delete one of your long-term memories for good."""
+        """Delete one of your long-term memories for good. To fix a wrong or outdated one, use memory_correct."""
         return _call(lambda: client.memory_forget(id))
 
     @tool(_WRITE)
@@ -170,12 +227,23 @@ def build_server(client: LoopmemClient) -> MCPServer:
             str | None,
             Field(description="Your session id: articles already shown to this session are replaced by new ones."),
         ] = None,
+        tags: Tags = None,
+        tags_any: TagsAny = None,
+        metadata: MetadataFilter = None,
+        source: SourceFilter = None,
+        created_after: CreatedAfter = None,
+        created_before: CreatedBefore = None,
+        min_confidence: MinConfidence = None,
     ) -> CallToolResult:
         """Memories and Knowledge Wiki articles for `query`, merged and deduplicated, with `meta.recall_id`.
 
-        After answering, report the articles you used with recall_referenced."""
+        The memory filters (tags, metadata, …) narrow the memory half only. After answering, report the articles
+        you used with recall_referenced."""
+        filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
         return _call(
-            lambda: client.recall_context(query=query, project_id=project_id, limit=limit, session_id=session_id)
+            lambda: client.recall_context(
+                query=query, project_id=project_id, limit=limit, session_id=session_id, filters=filters
+            )
         )
 
     @tool(_WRITE)

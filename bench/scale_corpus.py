@@ -52,6 +52,10 @@ GROUP_TOKENS = 8
 SUBJECT_TOKENS = 2
 NOISE_WEIGHT = 0.5
 
+# One row in ten of every subject carries this tag (logical index % 10 == 0): the benchmark's filtered recall.
+FILTER_TAG = "bench-tenth"
+FILTER_EVERY = 10
+
 COPY_SQL = (
     "COPY memories (id, tenant_id, subject_id, text, embedding, embedding_model, embedding_content_hash,"
     " confidence, source, tags, metadata, recall_count, inserted_at, updated_at) FROM STDIN"
@@ -282,7 +286,8 @@ def _row(
     subject = plan.subjects[int(plan.subject_of[logical])]
     identity = (row_id(tenant_id, logical), tenant_id, subject, text, vector_literal(vector), model_id, content_hash)
     # confidence, source, tags, metadata, recall_count, inserted_at, updated_at
-    defaults = (1.0, Memory.Source.EXPLICIT.value, "{}", "{}", 0, at, at)
+    tags = f"{{{FILTER_TAG}}}" if logical % FILTER_EVERY == 0 else "{}"
+    defaults = (1.0, Memory.Source.EXPLICIT.value, tags, "{}", 0, at, at)
     return identity + defaults
 
 
@@ -352,15 +357,19 @@ class Neighbour(NamedTuple):
 
 
 def exact_neighbours(
-    *, tenant_id: uuid.UUID, vector: Sequence[float], k: int, subject_id: str | None = None
+    *, tenant_id: uuid.UUID, vector: Sequence[float], k: int, subject_id: str | None = None, tag: str | None = None
 ) -> list[Neighbour]:
-    """True kNN among the tenant's (or one subject's) live rows, by SQL, independent of the recall code.
+    """True kNN among the tenant's (or one subject's) live rows (carrying `tag`, when given), by SQL, independent
+    of the recall code.
 
     A MATERIALIZED CTE cannot feed an index-ordered scan, so the HNSW index never answers this: nothing is
     approximate. Ties break by id, as the recall paths do.
     """
     subject_filter = "AND subject_id = %s" if subject_id is not None else ""
     params: list[str | int] = [str(tenant_id), *([subject_id] if subject_id is not None else [])]
+    if tag is not None:
+        subject_filter += " AND tags @> ARRAY[%s]::varchar(200)[]"
+        params.append(tag)
     sql = f"""
         WITH live AS MATERIALIZED (
             SELECT id, subject_id, embedding FROM memories
@@ -386,6 +395,25 @@ def rows_nearer(*, tenant_id: uuid.UUID, vector: Sequence[float], distance: floa
         cursor.execute(sql, [str(tenant_id), vector_literal(vector), distance])
         row = cursor.fetchone()
     return int(row[0]) if row else 0
+
+
+def ensure_filter_tag(*, tenant_id: uuid.UUID, rows: int) -> int:
+    """Tag one row in ten as a corpus built now is tagged, for a corpus built before the tag existed (--reuse).
+
+    Returns how many rows were tagged now (0 when the corpus already carries the tag).
+    """
+    if Memory.objects.for_tenant(tenant_id).filter(tags__contains=[FILTER_TAG]).exists():
+        return 0
+    ids = [str(row_id(tenant_id, logical)) for logical in range(0, rows, FILTER_EVERY)]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories SET tags = ARRAY[%s]::varchar(200)[] WHERE tenant_id = %s AND id = ANY(%s::uuid[])",
+            [FILTER_TAG, str(tenant_id), ids],
+        )
+        tagged: int = cursor.rowcount
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories")
+    return tagged
 
 
 # --- Entry points ----------------------------------------------------------------------------------------

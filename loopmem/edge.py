@@ -48,17 +48,20 @@ def check_json(value: Any) -> None:
             stack.extend((child, depth + 1, f"{where}[{n}]") for n, child in enumerate(item))
 
 
-def body_limit(view: Any) -> int:
-    """The view's own limit (`max_body_bytes`, e.g. an import) or the deployment's."""
-    limit: int = getattr(view, "max_body_bytes", None) or settings.MAX_REQUEST_BODY_BYTES
-    return limit
+def route_limit(view: Any, action: str | None) -> int:
+    """The route's own body limit, or the deployment's. A DRF action declares its own with
+    `@action(max_body_bytes=N)` (an import); `view` is the view class or instance."""
+    handler = getattr(view, action, None) if view is not None and action else None
+    limit = getattr(handler, "kwargs", {}).get("max_body_bytes") if handler is not None else None
+    return int(limit or settings.MAX_REQUEST_BODY_BYTES)
 
 
 class StrictJSONParser(JSONParser):
     """DRF's JSON parser, bounded: size first (Content-Length, then the bytes actually read), then depth and text."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
-        limit = body_limit((parser_context or {}).get("view"))
+        view = (parser_context or {}).get("view")
+        limit = route_limit(view, getattr(view, "action", None))
         # The middleware refused a declared length over the limit; a body sent without one is cut here.
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
@@ -87,7 +90,9 @@ class EdgeInputMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> HttpResponse | None:
-        limit = body_limit(getattr(view, "cls", None))
+        # `view` is what Django resolved: a DRF viewset's function carries its class and method → action map.
+        action = (getattr(view, "actions", None) or {}).get((request.method or "").lower())
+        limit = route_limit(getattr(view, "cls", None), action)
         declared = request.META.get("CONTENT_LENGTH") or ""
         if declared.isdigit() and int(declared) > limit:
             return _refuse(PayloadTooLarge(details={"max_bytes": limit}))

@@ -126,6 +126,12 @@ class AlreadySuperseded(DomainError):
     status, code, default_message = 409, "already_superseded", "The memory is already superseded by another memory"
 
 
+class PayloadTooLarge(DomainError):
+    """The body is over the route's size limit; refused before it is read, let alone parsed."""
+
+    status, code, default_message = 413, "payload_too_large", "The request body is larger than this endpoint accepts"
+
+
 class HeavyReadOverloaded(DomainError):
     status, code, default_message = (
         429,
@@ -260,12 +266,6 @@ class GateUnavailable(DomainError):
 
 class EmbeddingUnavailable(DomainError):
     status, code, default_message = 503, "embedding_unavailable", "Embedding service unavailable"
-
-
-class PayloadTooLarge(DomainError):
-    """The body is over the route's size limit; checked before it is read, let alone parsed."""
-
-    status, code, default_message = 413, "payload_too_large", "The request body is too large"
 
 
 class InvalidText(DomainError):

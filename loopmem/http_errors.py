@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
@@ -61,6 +62,8 @@ def as_domain_error(exc: Exception) -> DomainError | None:
         return exc
     if isinstance(exc, drf.ValidationError):
         return ValidationFailed(details=_validation_details(exc.detail))
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge(details={"max_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE})
     if isinstance(exc, drf.ParseError):
         return BadRequest(f"Malformed request body: {exc.detail}")
     if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
@@ -69,8 +72,6 @@ def as_domain_error(exc: Exception) -> DomainError | None:
         return Forbidden()
     if isinstance(exc, (drf.NotFound, Http404)):
         return NotFound()
-    if isinstance(exc, RequestDataTooBig):
-        return PayloadTooLarge()
     if isinstance(exc, drf.Throttled):
         return RateLimited(retry_after=int(getattr(exc, "wait", None) or 1), limit=0)
     return None

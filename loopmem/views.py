@@ -19,6 +19,8 @@ class ScopedViewSet(viewsets.ViewSet):
     """`self.principal` once authentication passed; `self.scope` (tenant and subject, from the key only)."""
 
     principal: Principal
+    # A route's own request-body limit (`@action(max_body_bytes=N)`); None is the deployment's (loopmem.edge).
+    max_body_bytes: int | None = None
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)

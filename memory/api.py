@@ -1,25 +1,42 @@
-"""HTTP: /api/v1/memory (remember, list), /api/v1/memory/:id (forget), recall, promote, graduate, sessions."""
+"""HTTP: /api/v1/memory (remember, list), /api/v1/memory/:id (get, correct, forget, history), recall, batch,
+export and import, promote, graduate, sessions."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
 from loopmem.envelopes import paginated
+from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
+from loopmem.http_errors import as_domain_error, error_body
 from loopmem.inputs import json_object, parse, parse_body
 from loopmem.models import ApiKey
 from loopmem.params import page_params
+from loopmem.ratelimit import ApiKeyRateThrottle
 from loopmem.views import ScopedViewSet
 from memory import envelopes, graduation, selectors, services
+from memory.models import Memory
 from memory.promotion import jobs as promotion
 from memory.serializers import (
+    MAX_IMPORT_BYTES,
+    BatchIn,
+    ExportIn,
     GraduateIn,
     MemoryListIn,
     MemoryOut,
+    MemoryPatchIn,
     PromoteIn,
     RecallIn,
     RememberIn,
@@ -27,7 +44,61 @@ from memory.serializers import (
     SessionTurnIn,
     SessionTurnOut,
     TierIn,
+    import_rows,
 )
+
+FILTER_PARAMETERS = [
+    OpenApiParameter("tags", str, many=True, description="every tag must be on the memory (repeat or comma-separate)"),
+    OpenApiParameter("tags_any", str, many=True, description="at least one of these tags"),
+    OpenApiParameter("metadata", str, description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}'),
+    OpenApiParameter("created_after", OpenApiTypes.DATETIME, description="ISO 8601; strictly after"),
+    OpenApiParameter("created_before", OpenApiTypes.DATETIME, description="ISO 8601; strictly before"),
+    OpenApiParameter("min_confidence", float, description="0..1; confidence at least this"),
+]
+
+BATCH_OUT = inline_serializer(
+    "MemoryBatchOut",
+    {
+        "data": serializers.ListField(
+            child=inline_serializer(
+                "MemoryBatchItem",
+                {
+                    "index": serializers.IntegerField(),
+                    "status": serializers.IntegerField(help_text="201, or the item's error status (422, 429, …)"),
+                    "memory": serializers.DictField(required=False, help_text="a memory, or a session turn"),
+                    "error": serializers.DictField(required=False, help_text="{status, code, message, details}"),
+                },
+            )
+        ),
+        "meta": inline_serializer(
+            "MemoryBatchMeta", {"created": serializers.IntegerField(), "failed": serializers.IntegerField()}
+        ),
+    },
+)
+IMPORT_OUT = inline_serializer(
+    "MemoryImportOut",
+    {
+        "data": inline_serializer(
+            "MemoryImportReport",
+            {
+                "lines": serializers.IntegerField(),
+                "created": serializers.IntegerField(),
+                "skipped": serializers.IntegerField(help_text="already held by the subject (same chain key)"),
+                "linked": serializers.IntegerField(help_text="supersede links written"),
+            },
+        )
+    },
+)
+
+
+class NDJSONRenderer(BaseRenderer):
+    """Lets a client ask for `application/x-ndjson` (the export); an error still renders as one JSON object."""
+
+    media_type = envelopes.EXPORT_CONTENT_TYPE
+    format = "ndjson"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return b"" if data is None else json.dumps(data).encode() + b"\n"
 
 
 class MemoryViewSet(ScopedViewSet):
@@ -39,29 +110,38 @@ class MemoryViewSet(ScopedViewSet):
 
     @extend_schema(request=RememberIn, responses={201: MemoryOut})
     def create(self, request: Request) -> Response:
-        body = json_object(request)
+        return Response({"data": self._remember(json_object(request))}, status=status.HTTP_201_CREATED)
+
+    def _remember(self, body: dict[str, Any]) -> Any:
+        """One remember body (either tier) written: the `data` of its 201."""
         target = parse(TierIn, body)
         scope = self.scope_in(target["project_id"])
         if target["tier"] == "session":
             turn = services.session_append(scope=scope, **parse(SessionTurnIn, body))
-            return Response({"data": SessionTurnOut(turn).data}, status=status.HTTP_201_CREATED)
+            return SessionTurnOut(turn).data
         memory = services.memory_remember(scope=scope, **parse(RememberIn, body))
-        return Response({"data": MemoryOut(memory).data}, status=status.HTTP_201_CREATED)
+        return MemoryOut(memory).data
 
     @extend_schema(
         parameters=[
             OpenApiParameter("limit", int),
             OpenApiParameter("offset", int),
             OpenApiParameter("include_superseded", bool),
-            OpenApiParameter("source", str, enum=["explicit", "promoted"]),
+            OpenApiParameter(
+                "source",
+                str,
+                enum=Memory.Source.values,
+                description="an unknown value applies no filter (reference §2.3)",
+            ),
             OpenApiParameter("all_subjects", bool, description="superadmin oversight: every subject of the tenant"),
+            *FILTER_PARAMETERS,
         ],
         responses={200: MemoryOut(many=True)},
     )
     def list(self, request: Request) -> Response:
         params = parse(MemoryListIn, request.query_params)
         limit, offset = page_params(request.query_params)
-        filters = {"include_superseded": params["include_superseded"], "source": params["source"]}
+        filters = {"include_superseded": params["include_superseded"], "filters": params["filters"]}
         if params["all_subjects"] and self.principal.role == ApiKey.Role.SUPERADMIN:
             rows = selectors.memory_list_all_subjects(tenant_id=self.principal.require_tenant().id, **filters)
         else:
@@ -72,6 +152,42 @@ class MemoryViewSet(ScopedViewSet):
             paginated(MemoryOut(page, many=True).data, total_count=rows.count(), limit=limit, offset=offset)
         )
 
+    def _addressable(self) -> QuerySet[Memory]:
+        """Rows addressed by id, scoped as list and forget: your own; a superadmin's whole tenant."""
+        if self.principal.role == ApiKey.Role.SUPERADMIN:
+            return selectors.memory_rows(tenant_id=self.principal.require_tenant().id)
+        return selectors.memory_rows(scope=self.scope)
+
+    @extend_schema(responses={200: MemoryOut})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """One memory, live or superseded (superseded rows are kept for audit)."""
+        return Response({"data": MemoryOut(selectors.memory_get(self._addressable(), pk)).data})
+
+    @extend_schema(
+        request=MemoryPatchIn,
+        responses={
+            200: MemoryOut,
+            404: OpenApiResponse(description="not_found: not one of your memories"),
+            409: OpenApiResponse(description="already_superseded: details.superseded_by names the newer version"),
+            422: OpenApiResponse(description="validation_failed: no field, an unknown field, or a bad value"),
+        },
+    )
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Correct a memory: a new live version with the given fields replacing the old ones, linked by supersede.
+
+        The old row is never changed but for its `superseded_by`; the new one keeps its project and source."""
+        changes = parse_body(MemoryPatchIn, request)
+        memory = services.memory_correct(scope=self.scope, memory_id=pk, **changes)
+        return Response({"data": MemoryOut(memory).data})
+
+    @extend_schema(responses={200: MemoryOut(many=True)})
+    @action(detail=True, methods=["get"])
+    def history(self, request: Request, pk: str) -> Response:
+        """The memory's supersede chain, oldest first, up to the live version, whichever member is asked for."""
+        chain = selectors.memory_history(self._addressable(), pk)
+        return Response({"data": MemoryOut(chain, many=True).data})
+
+    @extend_schema(responses={200: OpenApiResponse(description="{data: {id, deleted: true}}"), 404: None})
     def destroy(self, request: Request, pk: str) -> Response:
         if self.principal.role == ApiKey.Role.SUPERADMIN:
             memory_id = services.memory_forget_any(tenant_id=self.principal.require_tenant().id, memory_id=pk)
@@ -100,7 +216,7 @@ class MemoryViewSet(ScopedViewSet):
         promotion.promotion_request(scope=self.scope, session_id=session_id)
         return Response({"data": {"session_id": session_id, "status": "enqueued"}}, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses={200: None})
+    @extend_schema(request=RecallIn, responses={200: None})
     @action(detail=False, methods=["post"])
     def recall(self, request: Request) -> Response:
         args = parse_body(RecallIn, request)
@@ -121,3 +237,98 @@ class MemoryViewSet(ScopedViewSet):
             knowledge_envelopes.proposal(verdict=proposal.verdict, created=proposal.created, article=proposal.article),
             status=status.HTTP_201_CREATED if proposal.created else status.HTTP_200_OK,
         )
+
+    @extend_schema(
+        request=BatchIn,
+        responses={
+            200: OpenApiResponse(
+                BATCH_OUT, description="per item: 201 with `memory`, or its error status with `error`, in order"
+            )
+        },
+    )
+    @action(detail=False, methods=["post"])
+    def batch(self, request: Request) -> Response:
+        """Remember up to 100 bodies (either tier), each validated and written on its own, in order.
+
+        One bad item never loses the others. Each item counts against the quota and the rate limits."""
+        items = parse_body(BatchIn, request)["memories"]
+        results = [self._batch_item(request, index, item) for index, item in enumerate(items)]
+        created = sum(1 for result in results if result["status"] == status.HTTP_201_CREATED)
+        return Response({"data": results, "meta": {"created": created, "failed": len(results) - created}})
+
+    def _batch_item(self, request: Request, index: int, item: Any) -> dict[str, Any]:
+        try:
+            if index > 0:  # the request itself was counted for the first item
+                ApiKeyRateThrottle().allow_request(request, self)
+            if not isinstance(item, dict):
+                raise ValidationFailed(details={"memory": ["must be an object"]})
+            return {"index": index, "status": status.HTTP_201_CREATED, "memory": self._remember(item)}
+        except Exception as exc:
+            error = as_domain_error(exc)
+            if error is None:
+                raise
+            body = error_body(error.status, error.code, error.message, error.details)
+            return {"index": index, "status": error.status, "error": body["error"]}
+
+    @extend_schema(
+        parameters=[OpenApiParameter("include_superseded", bool, description="also the superseded versions")],
+        responses={
+            (200, envelopes.EXPORT_CONTENT_TYPE): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="NDJSON: one memory object per line, oldest first, plus `supersedes`; no embedding",
+            )
+        },
+    )
+    @action(detail=False, methods=["get"], renderer_classes=[JSONRenderer, NDJSONRenderer])
+    def export(self, request: Request) -> StreamingHttpResponse:
+        """Stream your live memories (or all versions) as NDJSON, with their provenance; `import` reads it back."""
+        params = parse(ExportIn, request.query_params)
+        rows = selectors.memory_export_rows(scope=self.scope, include_superseded=params["include_superseded"])
+        response = StreamingHttpResponse(envelopes.export_lines(rows), content_type=envelopes.EXPORT_CONTENT_TYPE)
+        response["Content-Disposition"] = 'attachment; filename="memories.ndjson"'
+        return response
+
+    @extend_schema(
+        request={
+            envelopes.EXPORT_CONTENT_TYPE: OpenApiTypes.STR,
+            "application/json": {"type": "array", "items": {"type": "object"}},
+        },
+        responses={
+            200: IMPORT_OUT,
+            413: OpenApiResponse(description="payload_too_large: over 10 MB"),
+            422: OpenApiResponse(
+                description="validation_failed (nothing written; `details` names each bad `line N`), or "
+                "quota_exceeded (the import stopped there; `details.written` rows were written before it)"
+            ),
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="import", url_name="import", max_body_bytes=MAX_IMPORT_BYTES)
+    def import_memories(self, request: Request) -> Response:
+        """Import memories from NDJSON or a JSON array (≤ 10 MB), e.g. an export: supersede chains are rebuilt,
+        and a memory you already hold (same text and chain) is skipped, so importing twice adds nothing."""
+        rows = import_rows(_read_body(request, MAX_IMPORT_BYTES))
+        report = services.memory_import(scope=self.scope, rows=rows)
+        if report.stopped_at is not None:
+            raise QuotaExceeded(
+                f"The per-subject long-term memory quota was reached at line {report.stopped_at}: the import "
+                f"stopped there after writing {report.created} memories (and skipping {report.skipped} already "
+                "held). Forget memories, then import the same file again: what was written is skipped.",
+                details={
+                    **report.as_dict(),
+                    "written": report.created,
+                    "stopped_at_line": report.stopped_at,
+                    "quota": settings.MEMORY_QUOTA,
+                },
+            )
+        return Response({"data": report.as_dict()})
+
+
+def _read_body(request: Request, limit: int) -> bytes:
+    """The raw request body, at most `limit` bytes (413 past it), read past Django's form-size cap."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(details={"max_bytes": limit})
+    raw: bytes = request._request.read(limit + 1)
+    if len(raw) > limit:
+        raise PayloadTooLarge(details={"max_bytes": limit})
+    return raw

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Func, Q, Value
 from pgvector.django import HnswIndex, VectorField
@@ -47,6 +48,7 @@ class Memory(models.Model):
     class Source(models.TextChoices):
         EXPLICIT = "explicit"
         PROMOTED = "promoted"
+        IMPORTED = "imported"  # written by memory import (never promoted: promotion's dedupe is its own)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No single-column index: every query leads with tenant_id in a composite index, and a tenant-only index
@@ -69,6 +71,8 @@ class Memory(models.Model):
     graduated_at = models.DateTimeField(null=True, blank=True)
     # SET NULL: forgetting a superseder makes what it superseded live again.
     superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Import idempotency: the chain key (text hash + predecessors' keys) of a row written by import; NULL otherwise.
+    import_key = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not imported)
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -80,12 +84,21 @@ class Memory(models.Model):
             models.CheckConstraint(
                 name="memories_confidence_range", condition=Q(confidence__gte=0.0) & Q(confidence__lte=1.0)
             ),
-            models.CheckConstraint(name="memories_source_valid", condition=Q(source__in=["explicit", "promoted"])),
-            # Exact dedupe of promotion: one promoted row per content per subject.
+            models.CheckConstraint(
+                name="memories_source_valid", condition=Q(source__in=["explicit", "promoted", "imported"])
+            ),
+            # Exact dedupe of promotion: one live promoted row per content per subject. Live only: a correction
+            # of a promoted row that keeps its text is a second promoted row with the same content.
             models.UniqueConstraint(
                 fields=["tenant", "subject_id", "embedding_content_hash"],
-                condition=Q(source="promoted"),
+                condition=Q(source="promoted", superseded_by__isnull=True),
                 name="memories_promoted_content_hash_uniq_idx",
+            ),
+            # Re-importing a file adds nothing: one row per chain key per subject.
+            models.UniqueConstraint(
+                fields=["tenant", "subject_id", "import_key"],
+                condition=Q(import_key__isnull=False),
+                name="memories_import_key_uniq_idx",
             ),
         ]
         indexes = [
@@ -107,6 +120,9 @@ class Memory(models.Model):
             ),
             # The embedding backfill sweep: which tenants hold rows of which model ("" = not embedded yet).
             models.Index(fields=["tenant", "embedding_model"], name="memories_tenant_model_idx"),
+            # Recall and list filters (memory.filters): tags @> / && and metadata @>, ANDed with the scope.
+            GinIndex(fields=["tags"], name="memories_tags_gin_idx"),
+            GinIndex(fields=["metadata"], name="memories_metadata_gin_idx", opclasses=["jsonb_path_ops"]),
         ]
 
     def __str__(self) -> str:

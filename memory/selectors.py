@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import ExpressionWrapper, FloatField, QuerySet, Value
+from django.db.models import ExpressionWrapper, FloatField, Q, QuerySet, Value
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from loopmem import embeddings, heavy_read
+from loopmem.errors import NotFound
 from loopmem.models import Tenant
-from loopmem.params import clamp
+from loopmem.params import clamp, path_id
 from loopmem.scope import Scope
+from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
 
 logger = logging.getLogger(__name__)
@@ -62,7 +64,13 @@ def pool_size(k: int, *, with_project: bool) -> int:
 
 
 def memory_recall(
-    *, scope: Scope, tenant: Tenant, query: str, limit: int | None = None, include_superseded: bool = False
+    *,
+    scope: Scope,
+    tenant: Tenant,
+    query: str,
+    limit: int | None = None,
+    include_superseded: bool = False,
+    filters: MemoryFilters | None = None,
 ) -> RecallResult:
     """Recall the subject's memories nearest in meaning to `query`; degrade to ILIKE if embedding fails."""
     k = recall_k(limit)
@@ -71,7 +79,7 @@ def memory_recall(
         return RecallResult(hits=[], k=k, fallback=True, reason="embedding_dimension_mismatch")
     if isinstance(embedding, embeddings.EmbeddingFailure):
         return recall_fallback(
-            scope=scope, query=query, k=k, include_superseded=include_superseded, reason=embedding.tag
+            scope=scope, query=query, k=k, include_superseded=include_superseded, reason=embedding.tag, filters=filters
         )
     return recall_by_vector(
         scope=scope,
@@ -79,19 +87,30 @@ def memory_recall(
         model_id=embedding.model_id,
         k=k,
         include_superseded=include_superseded,
+        filters=filters,
     )
 
 
-def _candidates(scope: Scope, model_id: str, *, include_superseded: bool) -> QuerySet[Memory]:
-    # Vectors of another model are never compared: their distances would mean nothing.
-    rows = Memory.objects.for_scope(scope).filter(embedding__isnull=False, embedding_model=model_id)
+def _candidates(
+    scope: Scope, model_id: str, *, include_superseded: bool, filters: MemoryFilters | None = None
+) -> QuerySet[Memory]:
+    # Vectors of another model are never compared: their distances would mean nothing. Filters narrow the
+    # scoped rows here, so the exact and the ANN read alike see only matching rows (never a post-filter).
+    rows = narrow(Memory.objects.for_scope(scope), filters).filter(embedding__isnull=False, embedding_model=model_id)
     if not include_superseded:
         rows = rows.live()
     return rows.in_partition(scope.project_id).defer("embedding")
 
 
 def recall_by_vector(
-    *, scope: Scope, vector: list[float], model_id: str, k: int, include_superseded: bool = False, path: str = "auto"
+    *,
+    scope: Scope,
+    vector: list[float],
+    model_id: str,
+    k: int,
+    include_superseded: bool = False,
+    path: str = "auto",
+    filters: MemoryFilters | None = None,
 ) -> RecallResult:
     """Index-safe kNN inside the scope (DESIGN §5): complete for every subject size up to the quota.
 
@@ -101,7 +120,7 @@ def recall_by_vector(
     tests: "exact", "ann" (verified), "ann_only" (unverified), "ann_post_filter" (the reference's: no iterative
     scan, unverified).
     """
-    candidates = _candidates(scope, model_id, include_superseded=include_superseded)
+    candidates = _candidates(scope, model_id, include_superseded=include_superseded, filters=filters)
     with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         if include_superseded:
             # Superseded rows are not in the partial HNSW index: the exact, bounded read serves them.
@@ -147,9 +166,11 @@ def _result(rows: Sequence[Memory], k: int, **meta: Any) -> RecallResult:
     return RecallResult(hits=hits, k=k, **meta)
 
 
-def recall_fallback(*, scope: Scope, query: str, k: int, include_superseded: bool, reason: str) -> RecallResult:
+def recall_fallback(
+    *, scope: Scope, query: str, k: int, include_superseded: bool, reason: str, filters: MemoryFilters | None = None
+) -> RecallResult:
     """Embedding is unavailable: substring match in the same scope, newest first, no scores (reference §4.4)."""
-    rows = Memory.objects.for_scope(scope)
+    rows = narrow(Memory.objects.for_scope(scope), filters)
     if not include_superseded:
         rows = rows.live()
     if query != "":
@@ -160,16 +181,24 @@ def recall_fallback(*, scope: Scope, query: str, k: int, include_superseded: boo
     return RecallResult(hits=[RecallHit(memory=m, score=None) for m in found], k=k, fallback=True, reason=reason)
 
 
-def memory_list(*, scope: Scope, include_superseded: bool = False, source: str | None = None) -> QuerySet[Memory]:
+def memory_list(
+    *,
+    scope: Scope,
+    include_superseded: bool = False,
+    source: str | None = None,
+    filters: MemoryFilters | None = None,
+) -> QuerySet[Memory]:
     """The subject's memories, newest first (reference §2.3: not filtered by project)."""
-    return _listing(Memory.objects.for_scope(scope), include_superseded=include_superseded, source=source)
+    rows = narrow(Memory.objects.for_scope(scope), filters)
+    return _listing(rows, include_superseded=include_superseded, source=source)
 
 
 def memory_list_all_subjects(
-    *, tenant_id: Any, include_superseded: bool = False, source: str | None = None
+    *, tenant_id: Any, include_superseded: bool = False, source: str | None = None, filters: MemoryFilters | None = None
 ) -> QuerySet[Memory]:
     """Superadmin oversight: every subject of the tenant."""
-    return _listing(Memory.objects.for_tenant(tenant_id), include_superseded=include_superseded, source=source)
+    rows = narrow(Memory.objects.for_tenant(tenant_id), filters)
+    return _listing(rows, include_superseded=include_superseded, source=source)
 
 
 def _listing(rows: QuerySet[Memory], *, include_superseded: bool, source: str | None) -> QuerySet[Memory]:
@@ -178,6 +207,80 @@ def _listing(rows: QuerySet[Memory], *, include_superseded: bool, source: str | 
     if source in Memory.Source.values:
         rows = rows.filter(source=source)
     return rows.defer("embedding").order_by("-inserted_at", "-id")
+
+
+# --- One memory, its history, and the export ---------------------------------------------------------------
+
+# A supersede chain longer than this is not walked further (the API only ever makes linear chains).
+MAX_HISTORY = 1000
+EXPORT_CHUNK = 500
+
+
+def memory_rows(*, scope: Scope | None = None, tenant_id: Any = None) -> QuerySet[Memory]:
+    """The rows a caller may address by id: its own (tenant, subject), or a superadmin's whole tenant."""
+    if scope is not None:
+        return Memory.objects.for_scope(scope).defer("embedding")
+    return Memory.objects.for_tenant(tenant_id).defer("embedding")
+
+
+def memory_get(rows: QuerySet[Memory], memory_id: str) -> Memory:
+    """One memory, superseded or live; anything not in `rows` (or a malformed id) is 404."""
+    memory = rows.filter(id=path_id(memory_id)).first()
+    if memory is None:
+        raise NotFound()
+    return memory
+
+
+def memory_history(rows: QuerySet[Memory], memory_id: str) -> list[Memory]:
+    """The supersede chain of a memory, oldest first, the same whichever member is asked for.
+
+    From the member, follow `superseded_by` to the live head (or the last version), then gather every row that
+    leads to it; order by distance from the head (farthest first), then insertion time.
+    """
+    head = memory_get(rows, memory_id)
+    seen = {head.id}
+    while head.superseded_by_id is not None and len(seen) < MAX_HISTORY:
+        successor = rows.filter(id=head.superseded_by_id).first()
+        if successor is None or successor.id in seen:
+            break
+        seen.add(successor.id)
+        head = successor
+    levels: list[list[Memory]] = [[head]]
+    members = {head.id}
+    while levels[-1] and len(members) < MAX_HISTORY:
+        ids = [m.id for m in levels[-1]]
+        older = [m for m in rows.filter(superseded_by_id__in=ids).order_by("inserted_at", "id") if m.id not in members]
+        members.update(m.id for m in older)
+        levels.append(older)
+    return [memory for level in reversed(levels) for memory in level]
+
+
+def memory_export_rows(*, scope: Scope, include_superseded: bool = False) -> Iterator[Memory]:
+    """The subject's memories for export, oldest first, each with `supersedes_id` set (its predecessor, or None).
+
+    Read in keyset-paginated chunks, with one query for each chunk's predecessors, so a large subject streams
+    without a long-lived cursor and in bounded work per chunk.
+    """
+    rows = Memory.objects.for_scope(scope)
+    if not include_superseded:
+        rows = rows.live()
+    rows = rows.defer("embedding").order_by("inserted_at", "id")
+    last: tuple[datetime, Any] | None = None
+    while True:
+        page = (
+            rows if last is None else rows.filter(Q(inserted_at__gt=last[0]) | Q(inserted_at=last[0], id__gt=last[1]))
+        )
+        chunk = list(page[:EXPORT_CHUNK])
+        links = Memory.objects.for_scope(scope).filter(superseded_by_id__in=[m.id for m in chunk])
+        predecessors: dict[Any, Any] = {}
+        for successor, predecessor in links.order_by("-inserted_at", "-id").values_list("superseded_by_id", "id"):
+            predecessors[successor] = predecessor  # the oldest one wins
+        for memory in chunk:
+            memory.supersedes_id = predecessors.get(memory.id)  # type: ignore[attr-defined]
+        yield from chunk
+        if len(chunk) < EXPORT_CHUNK:
+            return
+        last = (chunk[-1].inserted_at, chunk[-1].id)
 
 
 # --- Session tier reads -------------------------------------------------------------------------------------

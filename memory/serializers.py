@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
+from rest_framework.utils import html
 
+from loopmem.edge import MAX_JSON_DEPTH, check_json
 from loopmem.errors import (
     InvalidMemoryId,
     InvalidQuery,
     InvalidReScope,
     InvalidSessionId,
     MissingSessionId,
+    TooDeeplyNested,
     ValidationFailed,
 )
 from loopmem.inputs import (
@@ -28,8 +37,10 @@ from loopmem.inputs import (
 )
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
+from memory.filters import MAX_FILTER_TAGS, MemoryFilters
 from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
 from memory.selectors import DEFAULT_RECALL_K
+from memory.services import ImportRow
 
 
 class StrictFloatField(serializers.FloatField):
@@ -193,8 +204,120 @@ def _re_scope(value: object) -> str:
     return str(value or "inherit")
 
 
-class RecallIn(serializers.Serializer):  # type: ignore[type-arg]
-    """POST /api/v1/memory/recall, a read sent as POST. `project_id` first: it is checked before anything else."""
+# --- Filters (recall, merged recall, list) ---------------------------------------------------------------------
+
+
+class FilterTagsField(serializers.ListField):
+    """A list of tags; in a query string, repeated (`?tags=a&tags=b`) and/or comma-separated (`?tags=a,b`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            child=serializers.CharField(max_length=200, trim_whitespace=False),
+            required=False,
+            allow_null=True,
+            max_length=MAX_FILTER_TAGS,
+            **kwargs,
+        )
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary):
+            values = dictionary.getlist(self.field_name)
+            if not values:
+                return empty
+            return [part for value in values for part in str(value).split(",") if part != ""]
+        return super().get_value(dictionary)
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
+    """A JSON object, or (in a query string) its JSON text."""
+
+    default_error_messages = {"invalid": "must be a JSON object"}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError:
+                self.fail("invalid")
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        return dict(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.DATETIME)
+class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
+    """An ISO 8601 datetime or date (naive means UTC; a date is its midnight); blank means no filter."""
+
+    default_error_messages = {"invalid": "must be an ISO 8601 datetime or date, got {value!r}"}
+
+    def to_internal_value(self, data: Any) -> datetime | None:
+        if data is None or data == "":
+            return None
+        parsed: datetime | None = None
+        if isinstance(data, str):
+            try:
+                parsed = parse_datetime(data.strip())
+                if parsed is None and (day := parse_date(data.strip())) is not None:
+                    parsed = datetime.combine(day, time.min)
+            except ValueError:
+                parsed = None
+        if parsed is None:
+            self.fail("invalid", value=data)
+        assert parsed is not None
+        return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+FILTER_FIELDS = ("tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence")
+
+
+class MemoryFiltersIn(serializers.Serializer):  # type: ignore[type-arg]
+    """The memory filters, as body fields (recall, merged recall) or query parameters (list).
+
+    Validated into one `filters: MemoryFilters` entry (the filter fields themselves are removed); a malformed
+    filter is 422 `validation_failed` naming its field.
+    """
+
+    tags = FilterTagsField()
+    tags_any = FilterTagsField()
+    metadata = JSONObjectField(required=False, allow_null=True)
+    # The metaclass collects declared fields, so this `source` never shadows Field.source at run time.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=Memory.Source.choices, required=False, allow_null=True, allow_blank=True
+    )
+    created_after = FilterDateTimeField(required=False, allow_null=True)
+    created_before = FilterDateTimeField(required=False, allow_null=True)
+    min_confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = dict(attrs)
+        values = {name: attrs.pop(name, None) for name in FILTER_FIELDS}
+        attrs["filters"] = memory_filters(values)
+        return attrs
+
+
+def memory_filters(values: Mapping[str, Any]) -> MemoryFilters:
+    """Validated filter values → the typed filters (blank source and empty lists narrow nothing)."""
+    return MemoryFilters(
+        tags=tuple(values.get("tags") or ()),
+        tags_any=tuple(values.get("tags_any") or ()),
+        metadata=values.get("metadata") or None,
+        source=values.get("source") or None,
+        created_after=values.get("created_after"),
+        created_before=values.get("created_before"),
+        min_confidence=values.get("min_confidence"),
+    )
+
+
+class RecallIn(MemoryFiltersIn):
+    """POST /api/v1/memory/recall, a read sent as POST. `project_id` is checked before anything else (its error
+    stops parsing at once), then the filters and the other fields."""
 
     project_id = ProjectIdField()
     query = WireField(_query)
@@ -215,13 +338,175 @@ class GraduateIn(serializers.Serializer):  # type: ignore[type-arg]
     re_scope = WireField(_re_scope)
 
 
-class MemoryListIn(serializers.Serializer):  # type: ignore[type-arg]
-    """GET /api/v1/memory query parameters; an unknown `source` applies no filter (reference §2.3)."""
+class MemoryListIn(MemoryFiltersIn):
+    """GET /api/v1/memory query parameters and the filters; an unknown `source` applies no filter (reference
+    §2.3), every other malformed filter is 422."""
 
     include_superseded = FlagField()
     # The metaclass collects declared fields, so this `source` never shadows Field.source at run time.
     source = serializers.CharField(required=False, allow_blank=True, default=None)  # type: ignore[assignment]
     all_subjects = FlagField()
+
+    def validate_source(self, value: str | None) -> str | None:
+        return value if value in Memory.Source.values else None
+
+
+# --- Corrections, batch, import --------------------------------------------------------------------------------
+
+PATCH_FIELDS = ("text", "confidence", "tags", "metadata")
+
+
+class MemoryPatchIn(serializers.Serializer):  # type: ignore[type-arg]
+    """PATCH /api/v1/memory/:id: at least one of the fields; any other field is refused."""
+
+    text = serializers.CharField(trim_whitespace=False, required=False)
+    confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=200, trim_whitespace=False), required=False, allow_null=True
+    )
+    metadata = serializers.DictField(required=False, allow_null=True)
+
+    def validate_text(self, value: str) -> str:
+        return validate_text_bytes(value)
+
+    def validate_tags(self, value: list[str] | None) -> list[str]:
+        return value or []
+
+    def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any]:
+        return value or {}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(PATCH_FIELDS))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: [f"unknown field: a correction takes {', '.join(PATCH_FIELDS)}"] for name in unknown}
+                )
+            if not any(name in data for name in PATCH_FIELDS):
+                raise serializers.ValidationError({"body": [f"give at least one of {', '.join(PATCH_FIELDS)}"]})
+        return super().to_internal_value(data)
+
+
+MAX_BATCH = 100
+
+
+class BatchIn(serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory/batch: 1 to 100 remember bodies; each item is validated on its own later."""
+
+    memories = serializers.ListField(child=serializers.JSONField(), min_length=1, max_length=MAX_BATCH)
+
+
+class ExportIn(serializers.Serializer):  # type: ignore[type-arg]
+    """GET /api/v1/memory/export query parameters."""
+
+    include_superseded = FlagField()
+
+
+def _origin_id(value: object) -> uuid.UUID | None:
+    if value is None or value == "":
+        return None
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise serializers.ValidationError("must be a canonical UUID")
+    return parsed
+
+
+@extend_schema_field(OpenApiTypes.UUID)
+class OriginIdField(serializers.Field):  # type: ignore[type-arg]
+    """An id as the import file gives it (an export's own ids): a canonical UUID or null."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data: Any) -> uuid.UUID | None:
+        return _origin_id(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ImportLineIn(RememberIn):
+    """One memory of an import (an export line): a remember body plus the ids that rebuild its chain.
+
+    Export lines carry more (tier, tenant_id, subject_id, source, timestamps): those fields are ignored, and
+    every imported row has source `imported`. A `project_id` that is a project of your tenant is kept.
+    """
+
+    id = OriginIdField()
+    superseded_by = OriginIdField()
+    supersedes = OriginIdField()
+    project_id = OriginIdField()
+
+    def row(self, line: int | None = None) -> ImportRow:
+        data = self.validated_data
+        return ImportRow(
+            line=line,
+            text=data["text"],
+            confidence=data["confidence"],
+            tags=data.get("tags") or [],
+            metadata=data.get("metadata") or {},
+            source_session_id=data.get("source_session_id") or None,
+            project_id=data.get("project_id"),
+            origin_id=data.get("id"),
+            superseded_by=data.get("superseded_by"),
+            supersedes=data.get("supersedes"),
+        )
+
+
+MAX_IMPORT_BYTES = 10 * 1024 * 1024
+MAX_IMPORT_ERRORS = 20
+
+
+def import_rows(raw: bytes) -> list[ImportRow]:
+    """An import body (NDJSON, or a JSON array of objects) → validated rows; any bad line is 422 for the whole
+    body (nothing is written), naming up to 20 lines (`line N`, 1-based) and their fields."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValidationFailed(details={"body": ["must be UTF-8 text"]}) from None
+    items: list[tuple[int, Any]] = []
+    if text.lstrip().startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise ValidationFailed(details={"body": [f"not a JSON array: {exc}"]}) from None
+        except RecursionError:
+            raise TooDeeplyNested(details={"max_depth": MAX_JSON_DEPTH}) from None
+        items = list(enumerate(parsed, start=1))
+    else:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append((number, json.loads(line)))
+            except ValueError:
+                raise ValidationFailed(details={f"line {number}": ["not valid JSON"]}) from None
+            except RecursionError:
+                raise TooDeeplyNested(details={"max_depth": MAX_JSON_DEPTH}) from None
+    for _, item in items:
+        check_json(item)  # the edge's rules (NUL, lone surrogates, depth) hold for imported lines too
+    rows: list[ImportRow] = []
+    errors: dict[str, Any] = {}
+    origins: set[uuid.UUID] = set()
+    for number, item in items:
+        if not isinstance(item, dict):
+            errors[f"line {number}"] = ["must be a JSON object"]
+        else:
+            parsed = ImportLineIn(data=item)
+            if not parsed.is_valid():
+                errors[f"line {number}"] = json.loads(json.dumps(parsed.errors))  # ErrorDetail → plain strings
+            else:
+                row = parsed.row(number)
+                if row.origin_id is not None and row.origin_id in origins:
+                    errors[f"line {number}"] = {"id": ["appears on an earlier line"]}
+                if row.origin_id is not None:
+                    origins.add(row.origin_id)
+                rows.append(row)
+        if len(errors) >= MAX_IMPORT_ERRORS:
+            break
+    if errors:
+        raise ValidationFailed(details=errors)
+    return rows
 
 
 class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -6,6 +6,8 @@ import hashlib
 import logging
 import uuid
 import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,6 +15,7 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from loopmem import embeddings
@@ -64,10 +67,8 @@ def memory_remember(
         lock_subject_quota(scope)
         if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
             raise QuotaExceeded(details={"quota": settings.MEMORY_QUOTA})
-        memory = Memory.objects.create(
-            tenant_id=scope.tenant_id,
-            subject_id=scope.subject_id,
-            project_id=scope.project_id,
+        memory = _insert_memory(
+            scope,
             text=text,
             confidence=confidence,
             tags=tags or [],
@@ -75,7 +76,37 @@ def memory_remember(
             source=source,
             source_session_id=source_session_id,
         )
-        enqueue_on_commit(EMBED_MEMORY_TASK, str(memory.id))
+    return memory
+
+
+def _insert_memory(
+    scope: Scope,
+    *,
+    text: str,
+    confidence: float,
+    tags: list[str],
+    metadata: dict[str, Any],
+    source: str,
+    source_session_id: str | None,
+    import_key: str | None = None,
+) -> Memory:
+    """The one writer of a long-term memory row (remember, batch, correct, import), embedded after commit.
+
+    Callers hold the subject's lock and have applied the quota; a check every write must pass belongs here.
+    """
+    memory = Memory.objects.create(
+        tenant_id=scope.tenant_id,
+        subject_id=scope.subject_id,
+        project_id=scope.project_id,
+        text=text,
+        confidence=confidence,
+        tags=tags,
+        metadata=metadata,
+        source=source,
+        source_session_id=source_session_id,
+        import_key=import_key,
+    )
+    enqueue_on_commit(EMBED_MEMORY_TASK, str(memory.id))
     return memory
 
 
@@ -131,6 +162,271 @@ def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
         old.superseded_by = new
         old.save(update_fields=["superseded_by", "updated_at"])
     return old
+
+
+# --- Correction: a new version, never an edit ---------------------------------------------------------------
+
+
+def memory_correct(
+    *,
+    scope: Scope,
+    memory_id: str,
+    text: str | None = None,
+    confidence: float | None = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Memory:
+    """Write a corrected version of one of the subject's live memories and link the chain; the old row is kept.
+
+    The new row carries the old row's fields with the given ones replacing them (project and source kept) and
+    is embedded like any write. One transaction, under the subject's lock, with the old row locked FOR UPDATE
+    and linked by a conditional UPDATE: of two concurrent corrections exactly one wins, the other sees the
+    link and gets `already_superseded`. The quota is not charged: one live row replaces another.
+    """
+    parsed = path_id(memory_id)
+    with transaction.atomic():
+        lock_subject_quota(scope)
+        old = Memory.objects.for_scope(scope).defer("embedding").select_for_update().filter(id=parsed).first()
+        if old is None:
+            raise NotFound()
+        if old.superseded_by_id is not None:
+            raise AlreadySuperseded(details={"superseded_by": str(old.superseded_by_id)})
+        new = _insert_memory(
+            Scope(tenant_id=scope.tenant_id, subject_id=scope.subject_id, project_id=old.project_id),
+            text=old.text if text is None else text,
+            confidence=old.confidence if confidence is None else confidence,
+            tags=list(old.tags) if tags is None else tags,
+            metadata=dict(old.metadata) if metadata is None else metadata,
+            source=old.source,
+            source_session_id=old.source_session_id,
+        )
+        linked = Memory.objects.filter(id=old.id, superseded_by__isnull=True).update(
+            superseded_by=new.id, updated_at=timezone.now()
+        )
+        if linked != 1:  # unreachable while the lock is held; the database still has the last word
+            current = Memory.objects.filter(id=old.id).values_list("superseded_by_id", flat=True).first()
+            raise AlreadySuperseded(details={"superseded_by": str(current)})
+    return new
+
+
+# --- Import: idempotent on the chain key per subject ----------------------------------------------------------
+
+IMPORT_WRITE_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    """One memory to import, already validated. `origin_id` / `superseded_by` / `supersedes` are the ids the
+    file uses (an export's own ids), only to rebuild the chains; they are never stored."""
+
+    text: str
+    confidence: float = 1.0
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_session_id: str | None = None
+    project_id: uuid.UUID | None = None
+    origin_id: uuid.UUID | None = None
+    superseded_by: uuid.UUID | None = None
+    supersedes: uuid.UUID | None = None
+    line: int | None = None  # where the file has it (1-based; an array's item number), for the report
+
+
+@dataclass
+class ImportReport:
+    lines: int = 0
+    created: int = 0
+    skipped: int = 0
+    linked: int = 0
+    stopped_at: int | None = None  # the 1-based line the quota stopped the import at
+
+    def as_dict(self) -> dict[str, int]:
+        return {"lines": self.lines, "created": self.created, "skipped": self.skipped, "linked": self.linked}
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chain_key(text_sha: str, predecessor_keys: Iterable[str]) -> str:
+    """A row's import identity: its text hash plus its predecessors' keys (a root's is its text hash alone)."""
+    return hashlib.sha256(f"{text_sha}|{','.join(sorted(predecessor_keys))}".encode()).hexdigest()
+
+
+def _chain_keys(texts: Mapping[Any, str], successor_of: Mapping[Any, Any]) -> dict[Any, str]:
+    """The chain key of each row, predecessors first (`texts`: row → text sha; `successor_of`: row → row)."""
+    predecessors: dict[Any, list[Any]] = {row: [] for row in texts}
+    for row, successor in successor_of.items():
+        if successor in predecessors and row in texts:
+            predecessors[successor].append(row)
+    keys: dict[Any, str] = {}
+    pending = [row for row in texts if not predecessors[row]]
+    while pending:
+        row = pending.pop()
+        keys[row] = chain_key(texts[row], (keys[p] for p in predecessors[row]))
+        successor = successor_of.get(row)
+        if successor in predecessors and successor not in keys and all(p in keys for p in predecessors[successor]):
+            pending.append(successor)
+    for row in texts:  # a cycle (never written by this service) keys its rows by text alone
+        keys.setdefault(row, chain_key(texts[row], ()))
+    return keys
+
+
+def _existing_keys(scope: Scope) -> dict[str, uuid.UUID]:
+    """chain key → row id of every row the subject holds (text hashed in the database)."""
+    rows = (
+        Memory.objects.for_scope(scope)
+        .annotate(text_sha=RawSQL("encode(sha256(convert_to(memories.text, 'UTF8')), 'hex')", ()))
+        .values_list("id", "superseded_by_id", "import_key", "text_sha")
+    )
+    texts: dict[uuid.UUID, str] = {}
+    successor_of: dict[uuid.UUID, uuid.UUID] = {}
+    stored: dict[str, uuid.UUID] = {}
+    for row_id, successor, key, text_sha in rows.iterator(chunk_size=2000):
+        texts[row_id] = text_sha
+        if successor is not None:
+            successor_of[row_id] = successor
+        if key:
+            stored[key] = row_id
+    return {**stored, **{key: row_id for row_id, key in _chain_keys(texts, successor_of).items()}}
+
+
+def memory_import(
+    *, scope: Scope, rows: Sequence[ImportRow], progress: Callable[[int], object] | None = None
+) -> ImportReport:
+    """Write `rows` into the subject (source `imported`), rebuilding their supersede chains; skip what it holds.
+
+    Idempotent: a row whose chain key the subject already holds is skipped (the partial unique index on
+    (tenant, subject, import_key) backs this up), so importing a file twice adds nothing. Rows are written a
+    chain at a time, in file order, in chunks of transactions under the subject's lock; the quota counts the
+    rows left live. When it is reached the import stops there: what was written stays, and the report says
+    where (`stopped_at`).
+    """
+    report = ImportReport(lines=len(rows))
+    index_of: dict[uuid.UUID | None, int] = {row.origin_id: i for i, row in enumerate(rows) if row.origin_id}
+    successor = _successors(rows, index_of)
+    keys = _chain_keys({i: text_hash(row.text) for i, row in enumerate(rows)}, successor)
+    chains = _chains(len(rows), successor)
+    projects = _known_projects(scope, {row.project_id for row in rows if row.project_id is not None})
+    at = 0
+    while at < len(chains):
+        with transaction.atomic():
+            lock_subject_quota(scope)
+            existing = _existing_keys(scope)
+            live = Memory.objects.for_scope(scope).live().count()
+            batch = 0
+            while at < len(chains) and batch < IMPORT_WRITE_CHUNK:
+                chain = chains[at]
+                plan = [i for i in chain if keys[i] not in existing]
+                ids = {i: existing[keys[i]] for i in chain if keys[i] in existing}
+                links = _links(chain, successor, ids, plan)
+                live_delta = sum(1 for i in plan if i not in successor) - _heads_superseded(scope, links, ids)
+                if plan and live + live_delta > settings.MEMORY_QUOTA:
+                    first = min(plan)
+                    report.stopped_at = rows[first].line or first + 1
+                    return report
+                for i in plan:
+                    row = rows[i]
+                    memory = _insert_memory(
+                        Scope(
+                            tenant_id=scope.tenant_id,
+                            subject_id=scope.subject_id,
+                            project_id=projects.get(row.project_id),
+                        ),
+                        text=row.text,
+                        confidence=row.confidence,
+                        tags=row.tags,
+                        metadata=row.metadata,
+                        source=Memory.Source.IMPORTED,
+                        source_session_id=row.source_session_id,
+                        import_key=keys[i],
+                    )
+                    ids[i] = memory.id
+                    existing[keys[i]] = memory.id
+                report.linked += _link(scope, chain, successor, ids, plan)
+                report.created += len(plan)
+                report.skipped += len(chain) - len(plan)
+                live += live_delta
+                batch += len(chain)
+                at += 1
+                if progress is not None:
+                    progress(len(chain))
+    return report
+
+
+def _successors(rows: Sequence[ImportRow], index_of: Mapping[uuid.UUID | None, int]) -> dict[int, int]:
+    """line → the line that supersedes it, from `superseded_by` (authoritative) or `supersedes`; no cycles."""
+    wanted: dict[int, int] = {}
+    for i, row in enumerate(rows):
+        if row.supersedes in index_of:
+            wanted.setdefault(index_of[row.supersedes], i)
+    for i, row in enumerate(rows):
+        if row.superseded_by in index_of:
+            wanted[i] = index_of[row.superseded_by]
+    successor: dict[int, int] = {}
+    for i, j in sorted(wanted.items()):
+        k: int | None = j
+        while k is not None and k != i:  # following j's successors must never lead back to i
+            k = successor.get(k)
+        if k is None:
+            successor[i] = j
+    return successor
+
+
+def _chains(count: int, successor: Mapping[int, int]) -> list[list[int]]:
+    """Rows grouped into chains (connected by supersede links), each in file order, chains by first line."""
+    parent = list(range(count))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in successor.items():
+        parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(count):
+        groups.setdefault(root(i), []).append(i)
+    return sorted(groups.values(), key=lambda chain: chain[0])
+
+
+def _links(chain: list[int], successor: Mapping[int, int], ids: Mapping[int, uuid.UUID], plan: list[int]) -> list[int]:
+    """The rows of `chain` already stored whose successor is about to be written."""
+    planned = set(plan)
+    return [i for i in chain if i in ids and successor.get(i) in planned]
+
+
+def _heads_superseded(scope: Scope, links: list[int], ids: Mapping[int, uuid.UUID]) -> int:
+    """How many stored, live rows a chain's new rows will supersede (each frees a quota slot)."""
+    if not links:
+        return 0
+    return Memory.objects.for_scope(scope).live().filter(id__in=[ids[i] for i in links]).count()
+
+
+def _link(
+    scope: Scope, chain: list[int], successor: Mapping[int, int], ids: Mapping[int, uuid.UUID], plan: list[int]
+) -> int:
+    """Point each row of the chain at its successor written now, unless it is already superseded (by anything).
+
+    Only links towards a new row are made: a new row has no successor yet, so no link can close a cycle."""
+    planned = set(plan)
+    linked = 0
+    for i in chain:
+        j = successor.get(i)
+        if j is None or j not in planned or i not in ids:
+            continue
+        linked += (
+            Memory.objects.for_scope(scope)
+            .filter(id=ids[i], superseded_by__isnull=True)
+            .update(superseded_by=ids[j], updated_at=timezone.now())
+        )
+    return linked
+
+
+def _known_projects(scope: Scope, project_ids: set[uuid.UUID]) -> dict[uuid.UUID | None, uuid.UUID | None]:
+    """The file's project ids that are projects of this tenant (others import as global)."""
+    known = {pid for pid in project_ids if project_in_tenant(tenant_id=scope.tenant_id, project_id=pid) is not None}
+    return {pid: pid for pid in known}
 
 
 # --- Embedding ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ class RecallViewSet(ScopedViewSet):
     # Merged recall is a read sent as POST: it goes on during a custody halt. `referenced` is a write.
     halt_exempt_actions = ("create",)
 
-    @extend_schema(request=None, responses={200: None})
+    @extend_schema(request=RecallContextIn, responses={200: None})
     def create(self, request: Request) -> Response:
         args = parse_body(RecallContextIn, request)
         context = services.recall_context(

@@ -16,6 +16,7 @@ from loopmem.errors import (
 )
 from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
 from loopmem.params import canonical_uuid
+from memory.serializers import MemoryFiltersIn
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
 
 MAX_QUERY_CHARS = 500
@@ -49,8 +50,9 @@ def _article_ids(value: object) -> list[uuid.UUID]:
     return [i for i in ids if i is not None]
 
 
-class RecallContextIn(serializers.Serializer):  # type: ignore[type-arg]
-    """POST /api/v1/recall. Every input is checked, in this order, before anything is embedded."""
+class RecallContextIn(MemoryFiltersIn):
+    """POST /api/v1/recall. Every input is checked before anything is embedded; the memory filters (validated
+    into `filters`) narrow the memory half only."""
 
     project_id = ProjectIdField()
     query = WireField(_query)

@@ -31,6 +31,7 @@ from loopmem.models import Tenant
 from loopmem.outcome import UNRUNNABLE_KNOWLEDGE
 from loopmem.params import clamp
 from loopmem.scope import Scope
+from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import RecallResult, recall_by_vector, recall_fallback
 from memory.services import memory_note_recalled
@@ -107,6 +108,7 @@ def recall_context(
     limit: int | None = None,
     session_id: str | None = None,
     diversity: dict[str, Any] | None = None,
+    filters: MemoryFilters | None = None,
 ) -> RecallContext:
     """Run both halves and merge them. `query` is already validated and trimmed by the caller."""
     limit = clamp(limit if limit is not None else DEFAULT_LIMIT, 1, MAX_LIMIT)
@@ -114,7 +116,7 @@ def recall_context(
     recall_id = uuid.uuid4()
     embedding = embeddings.embed_query(tenant, query)
 
-    memory_result = _memory_half(scope, query, limit, embedding)
+    memory_result = _memory_half(scope, query, limit, embedding, filters)
     memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
     memory_items = [_memory_item(hit.memory, hit.score, memory_result.fallback) for hit in memory_result.hits]
     # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
@@ -182,14 +184,20 @@ def recall_context(
 
 
 def _memory_half(
-    scope: Scope, query: str, k: int, embedding: QueryEmbedding | embeddings.EmbeddingFailure
+    scope: Scope,
+    query: str,
+    k: int,
+    embedding: QueryEmbedding | embeddings.EmbeddingFailure,
+    filters: MemoryFilters | None = None,
 ) -> RecallResult:
     try:
         if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
             return RecallResult(hits=[], k=k, fallback=True, reason=embedding.tag)
         if isinstance(embedding, embeddings.EmbeddingFailure):
-            return recall_fallback(scope=scope, query=query, k=k, include_superseded=False, reason=embedding.tag)
-        return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k)
+            return recall_fallback(
+                scope=scope, query=query, k=k, include_superseded=False, reason=embedding.tag, filters=filters
+            )
+        return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k, filters=filters)
     except HeavyReadOverloaded:
         # On merged recall a shed read degrades the memory half instead of failing the call.
         return RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")

@@ -19,7 +19,9 @@ from tests.conftest import error
 pytestmark = pytest.mark.django_db
 
 LIMIT = 1024 * 1024
-TOO_LARGE = error(413, "payload_too_large", "The request body is too large", {"max_bytes": LIMIT})
+TOO_LARGE = error(
+    413, "payload_too_large", "The request body is larger than this endpoint accepts", {"max_bytes": LIMIT}
+)
 TOO_DEEP = error(400, "too_deeply_nested", "The JSON body is nested too deeply", {"max_depth": 32})
 INVALID_TEXT = "Text may not contain NUL characters or lone UTF-16 surrogates"
 

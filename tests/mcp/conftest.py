@@ -21,12 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_PAYLOAD = json.loads((Path(__file__).parent / "claude_code_stop_payload.json").read_text())
 AGENT_ID = "coder-1"
 
-# The reference's tools (spec §2.11) plus knowledge_search.
+# The reference's tools (spec §2.11) plus knowledge_search and the corrections (issue 15).
 TOOLS = {
     "memory_remember",
     "memory_recall",
     "memory_list",
     "memory_forget",
+    "memory_get",
+    "memory_history",
+    "memory_correct",
     "memory_promote",
     "memory_graduate",
     "recall_context",

@@ -1,0 +1,48 @@
+"""Malformed recall and list filters: each is a 422 `validation_failed` naming its field (nothing is read)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+BAD_FILTERS = [
+    ({"tags": "a"}, "tags"),
+    ({"tags": [["a"]]}, "tags"),
+    ({"tags_any": {"a": 1}}, "tags_any"),
+    ({"tags": ["x"] * 51}, "tags"),
+    ({"metadata": "lang=py"}, "metadata"),
+    ({"metadata": [1, 2]}, "metadata"),
+    ({"source": "bogus"}, "source"),
+    ({"created_after": "yesterday"}, "created_after"),
+    ({"created_before": "2025-13-40"}, "created_before"),
+    ({"created_after": 5}, "created_after"),
+    ({"min_confidence": 1.5}, "min_confidence"),
+    ({"min_confidence": "high"}, "min_confidence"),
+    ({"min_confidence": True}, "min_confidence"),
+]
+
+
+@pytest.mark.parametrize(("wire", "field"), BAD_FILTERS)
+@pytest.mark.parametrize("url", ["/api/v1/memory/recall", "/api/v1/recall"])
+def test_a_malformed_recall_filter_is_422_naming_the_field(agent, wire, field, url):
+    response = agent.post(url, {"query": "deploy", **wire}, format="json")
+    body = response.json()
+    assert (response.status_code, body["error"]["code"]) == (422, "validation_failed"), body
+    assert list(body["error"]["details"]) == [field]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("created_after=yesterday", "created_after"),
+        ("metadata=lang", "metadata"),
+        ("metadata=%5B1%5D", "metadata"),
+        ("min_confidence=x", "min_confidence"),
+    ],
+)
+def test_a_malformed_list_filter_is_422_naming_the_field(agent, query, field):
+    response = agent.get(f"/api/v1/memory?{query}")
+    assert response.status_code == 422
+    assert list(response.json()["error"]["details"]) == [field]

@@ -1,0 +1,55 @@
+"""The OpenAPI schema describes every memory route issue 15 added, with its fields and error codes."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+FILTERS = {"tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence"}
+
+
+@pytest.fixture(scope="module")
+def schema(django_db_blocker):
+    from django.test import Client
+
+    with django_db_blocker.unblock():
+        response = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def _body(schema, operation, content_type="application/json"):
+    ref = operation["requestBody"]["content"][content_type]["schema"]["$ref"]
+    return schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def test_one_memory_get_correct_and_forget(schema):
+    item = schema["paths"]["/api/v1/memory/{id}"]
+    assert {"get", "patch", "delete"} <= set(item)
+    assert "put" not in item
+    patch = item["patch"]
+    assert set(_body(schema, patch)["properties"]) == {"text", "confidence", "tags", "metadata"}
+    assert {"200", "404", "409", "422"} <= set(patch["responses"])
+    assert "already_superseded" in patch["responses"]["409"]["description"]
+    assert "200" in schema["paths"]["/api/v1/memory/{id}/history"]["get"]["responses"]
+
+
+def test_batch_export_and_import(schema):
+    batch = schema["paths"]["/api/v1/memory/batch"]["post"]
+    assert "memories" in _body(schema, batch)["properties"]
+    export = schema["paths"]["/api/v1/memory/export"]["get"]
+    assert "application/x-ndjson" in export["responses"]["200"]["content"]
+    assert "include_superseded" in {p["name"] for p in export["parameters"]}
+    imported = schema["paths"]["/api/v1/memory/import"]["post"]
+    assert {"application/x-ndjson", "application/json"} <= set(imported["requestBody"]["content"])
+    assert {"200", "413", "422"} <= set(imported["responses"])
+
+
+def test_the_filters_on_recall_merged_recall_and_list(schema):
+    recall = schema["paths"]["/api/v1/memory/recall"]["post"]
+    assert FILTERS | {"query", "limit", "include_superseded", "project_id"} <= set(_body(schema, recall)["properties"])
+    merged = schema["paths"]["/api/v1/recall"]["post"]
+    assert FILTERS | {"query", "session_id"} <= set(_body(schema, merged)["properties"])
+    listing = schema["paths"]["/api/v1/memory"]["get"]
+    assert {p["name"] for p in listing["parameters"]} >= FILTERS
