@@ -147,6 +147,13 @@ PLEASANTRY = re.compile(
     r"|^(?:nice|cool|great|perfect|awesome|ok|okay|sure|done|yes|no|yep|nope|ugh|wow|yikes|hmm)(?:[\s,.!]*$|[,.!])",
     re.IGNORECASE,
 )
+# Sentences that close a chat or report a question second-hand: "no that's all, have a nice day", "she wants to
+# know why the price went up".
+SIGN_OFF = re.compile(
+    r"\b(?:have\s+a\s+(?:nice|good|great)\s+\w+|that's\s+all|thanks|thank\s+you)\W*$"
+    r"|\b(?:wants?\s+to\s+know|asking|asks|wonder(?:s|ing)?)\s+(?:why|how|what|when|where|who|if|whether)\b",
+    re.IGNORECASE,
+)
 CONFIRMATION = re.compile(
     r"^(?:noted|understood|got\s+it|confirmed|to\s+confirm|agreed|so\s+we(?:'re|\s+are)?\s+going\s+with|"
     r"we\s+decided|decision)\b",
@@ -196,7 +203,7 @@ PREFERENCE = _words(
     "wants",
     "please (?:always|never|answer|reply|use|write|address|call|keep|remind|don't)",
     "remind me",
-    "i'm (?:vegetarian|vegan|allergic)",
+    "i'm (?:vegetarian|vegan)",
 )
 DECISION = _words(
     "we decided",
@@ -231,7 +238,7 @@ CONSTRAINT = _words(
     "must",
     "must not",
     "mustn't",
-    "needs? to",
+    "needs to",
     "approval",
     "no",
     "required",
@@ -316,17 +323,41 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
     if any(turn.role in ("user", "fact") and is_injection(turn.content) for turn in turns):
         return []
     sentences: list[Sentence] = []
+    said_by_user: set[str] = set()
     for index, turn in enumerate(turns):
         if turn.role not in READ_ROLES:
             continue
+        if turn.role != "assistant":
+            said_by_user |= content_words(turn.content)
         answers = _follows_question(turns, index)
         confirmed = turn.role != "assistant" or CONFIRMATION.match(turn.content.strip()) is not None
         for line in prose_lines(turn.content):
             for raw in split_sentences(line):
                 text = strip_fillers(raw)
-                if confirmed and _keepable(text, raw, turn.role):
-                    sentences.append(Sentence(text, raw, turn.role, index, answers))
+                if not confirmed or not _keepable(text, raw, turn.role):
+                    continue
+                if turn.role == "assistant" and not _witnessed(raw, said_by_user):
+                    continue
+                sentences.append(Sentence(text, raw, turn.role, index, answers))
     return sentences
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of four letters or more: what two sentences must share to say the same thing."""
+    return {word for word in _WORD.findall(text.lower()) if len(word) >= 4}
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+WITNESS_SHARE = 0.5  # an assistant sentence restates the user when half its content words came from them
+REDUNDANT_SHARE = 0.6  # ... and adds nothing when most of them are already in a kept user sentence
+
+
+def _witnessed(raw: str, said_by_user: set[str]) -> bool:
+    """An assistant sentence is memorable when it confirms a decision or restates what the user said."""
+    words = content_words(raw)
+    if DECISION.search(raw):
+        return True
+    return bool(words) and len(words & said_by_user) / len(words) >= WITNESS_SHARE
 
 
 def _follows_question(turns: Sequence[TurnLike], index: int) -> bool:
@@ -338,6 +369,8 @@ def _keepable(text: str, raw: str, role: str) -> bool:
     if len(text.split()) < 3 or len(text) > MAX_FACT_CHARS:
         return False
     if raw.rstrip(CLOSERS + " ").endswith("?") or REQUEST.match(text) or PLEASANTRY.match(text):
+        return False
+    if SIGN_OFF.search(raw):
         return False
     if SPECULATION.search(raw) or SECRET.search(raw):
         return False
@@ -385,7 +418,7 @@ def rule_features(sentence: Sentence) -> list[float]:
         IMPERATIVE.match(sentence.text) is not None and PREFERENCE.search(raw) is None,
         sentence.answers_question,
         SECOND_PERSON.search(raw) is not None,
-        len(sentence.text.split()) <= 5,
+        len(sentence.text.split()) <= 4,
     )
     return [1.0 if flag else 0.0 for flag in flags]
 
@@ -480,8 +513,15 @@ def _survivors(sentences: Sequence[Sentence], vectors: Matrix, confidence: Matri
             # A correction replaces what it corrects: the earlier, similar sentence is stale.
             dropped.update(e for e in range(later) if similarity[e, later] >= model.supersede_threshold)
     user_like = [i for i, s in enumerate(sentences) if s.role != "assistant"]
+    user_words = set().union(*(content_words(sentences[u].raw) for u in user_like))
     for i, sentence in enumerate(sentences):
-        if sentence.role == "assistant" and any(similarity[i, u] >= model.restatement_threshold for u in user_like):
+        if sentence.role != "assistant":
+            continue
+        words = content_words(sentence.raw)
+        restated = any(similarity[i, u] >= model.restatement_threshold for u in user_like)
+        # A confirmation that merges two user sentences is close to neither; its words give it away.
+        covered = bool(words) and len(words & user_words) / len(words) >= REDUNDANT_SHARE
+        if restated or covered:
             dropped.add(i)  # the user's own wording is the better memory
     kept: list[int] = []
     for i in sorted(range(len(sentences)), key=lambda i: (-confidence[i], i)):
