@@ -316,7 +316,7 @@ def fit(
     sessions: Sequence[LabelledSession],
     *,
     embedder: SentenceEmbedder,
-    supersede_threshold: float = 0.6,
+    supersede_threshold: float = 0.55,
     restatement_threshold: float = 0.7,
     dedupe_threshold: float = 0.9,
 ) -> dict[str, Any]:
