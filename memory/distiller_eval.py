@@ -9,6 +9,11 @@ promotion applies it.
 
     python -m memory.distiller_eval --split dev|test [--json]
     python -m memory.distiller_eval --fit          # refit distiller_model.json on dev; never on test
+    python -m memory.distiller_eval --cv           # leave-one-session-out on dev: the honest dev estimate
+
+Figures at the time of writing (model fitted on dev; test run once, after tuning stopped):
+dev in-sample P 0.98 R 0.96; dev leave-one-session-out P 0.98 R 0.84; test P 0.97 R 0.81 F1 0.88; every
+injection and empty session of both splits yields nothing.
 """
 
 from __future__ import annotations
@@ -372,6 +377,21 @@ def fit(
     }
 
 
+def cross_validate(*, embedder: SentenceEmbedder, path: Path = DATASET_PATH) -> Tally:
+    """Leave-one-session-out on dev: each session distilled by a model fitted on the others, then gated."""
+    dev = load_sessions("dev", path)
+    tally = Tally()
+    for index, session in enumerate(dev):
+        model = DistillerModel.from_dict(fit([*dev[:index], *dev[index + 1 :]], embedder=embedder))
+        emitted = [f.text for f in promotion_gate(distill(turns_of(session), embedder=embedder, model=model))]
+        gold = [g["text"] for g in session["expected_facts"]]
+        matched = len(matches(emitted, gold, cosine_matrix(embedder, emitted, gold)))
+        tally.tp += matched
+        tally.fp += len(emitted) - matched
+        tally.fn += len(gold) - matched
+    return tally
+
+
 def _logistic(x: Matrix, y: Matrix, iterations: int = 50) -> tuple[float, list[float]]:
     """L2-penalised logistic regression by Newton's method (the bias is not penalised); deterministic."""
     design = np.column_stack([np.ones(len(x)), x])
@@ -417,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     parser.add_argument("--fit", action="store_true", help="refit distiller_model.json on the dev split")
+    parser.add_argument("--cv", action="store_true", help="leave-one-session-out cross-validation on dev")
     args = parser.parse_args(argv)
 
     # The MiniLM session reads its thread count from settings; the test settings need no services for that.
@@ -431,6 +452,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(
             f"wrote {MODEL_PATH.name}: {model['candidates']} dev candidates, {model['positives']} positive\n"
         )
+        return 0
+
+    if args.cv:
+        sys.stdout.write(json.dumps({"dev_leave_one_session_out": cross_validate(embedder=embedder).as_dict()}) + "\n")
         return 0
 
     report = evaluate(args.split, embedder=embedder, gate=promotion_gate)
