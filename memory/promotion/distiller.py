@@ -11,7 +11,7 @@ Three layers, from cheap to costly:
    reader cannot tell which neighbouring sentences are the payload;
 2. a logistic model over a dozen rule features and MiniLM similarity to labelled prototype sentences gives
    each survivor a probability of being a fact a careful human would keep; it is fitted on the dev half of
-   `promotion/datasets/dataset_v2.json` (`python -m memory.promotion.distiller_eval --fit`), so the promotion gate
+   `promotion/datasets/dataset_v2.json` (`manage.py distiller_fit`), so the promotion gate
    (confidence ≥ 0.5, top 5) means for it what it means for the LLM compiler;
 3. a later correction drops the sentence it corrects, assistant restatements of a user sentence and
    near-duplicates are dropped.

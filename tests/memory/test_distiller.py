@@ -1,30 +1,21 @@
-"""The offline distiller with the real MiniLM model: what it keeps, what it never keeps, and its dataset."""
+"""The offline distiller with the real MiniLM model: what it keeps, what it never keeps, how it splits text.
+
+Its scores on dataset v2, and the dataset's shape, are tested with the eval (test_promotion_eval.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from memory.promotion.compilers import Candidate, screen
 from memory.promotion.distiller import DistilledFact, default_embedder, distill
-from memory.promotion.distiller_eval import (
-    DATASET_PATH,
-    MATCH_THRESHOLD,
-    cosine_matrix,
-    evaluate,
-    key_tokens,
-    load_sessions,
-    matches,
-    promotion_gate,
-)
 from memory.promotion.distiller_sentences import prose_lines, split_sentences, strip_fillers
+from memory.promotion.evaluation import labelled_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,8 +31,9 @@ def user(*contents: str) -> list[Turn]:
 
 
 def promoted(turns: list[Turn]) -> list[str]:
-    """What promotion would keep: the distiller's facts through promotion's own gate."""
-    return [fact.text for fact in promotion_gate(distill(turns))]
+    """What promotion would keep: the distiller's facts through promotion's own screen."""
+    candidates = [Candidate(text=f.text, confidence=f.confidence) for f in distill(turns)]
+    return [c.text for c in screen(candidates, scope=None).kept]
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +165,8 @@ def test_a_session_carrying_an_instruction_to_the_memory_system_yields_nothing(i
 
 
 def test_the_distiller_is_deterministic(embedder):
-    session = max(load_sessions("dev"), key=lambda s: len(s["turns"]))
-    turns = [Turn(t["role"], t["content"]) for t in session["turns"]]
+    session = max(labelled_sessions("v2", "dev"), key=lambda s: len(s.turns))
+    turns = session.turns
 
     assert distill(turns, embedder=embedder) == distill(turns, embedder=embedder)
     assert distill(turns, embedder=embedder)  # and it found something to compare
@@ -215,83 +207,3 @@ def test_leading_fillers_are_stripped_and_identifiers_keep_their_case():
     assert strip_fillers("ok so btw, we use pnpm.") == "We use pnpm."
     assert strip_fillers("Actually, `pnpm` is pinned.") == "`pnpm` is pinned."
     assert strip_fillers("prod-eu runs Kubernetes 1.29.") == "prod-eu runs Kubernetes 1.29."
-
-
-# --- The scorer ---------------------------------------------------------------------------------------------
-
-
-def test_key_tokens_are_long_content_words_and_anything_with_a_digit_or_inner_punctuation():
-    assert key_tokens("We keep 14 daily backups in s3://acme-wal, see runbooks/db.md.") == {
-        "keep",
-        "14",
-        "daily",
-        "backup",
-        "s3://acme-wal",
-        "runbooks/db.md",
-    }
-
-
-def test_matching_is_one_to_one_and_needs_a_shared_key_token(embedder):
-    emitted = ["We deploy with make ship, never on Fridays.", "We deploy with make ship, never on Fridays!"]
-    gold = ["We deploy with make ship, never on Fridays."]
-
-    assert matches(emitted, gold, cosine_matrix(embedder, emitted, gold)) == [(0, 0)]
-    assert matches(["a b c"], ["x y z"], np.ones((1, 1))) == []  # similar enough, but no shared key token
-    assert 0.5 < MATCH_THRESHOLD < 1.0
-
-
-# --- The dataset --------------------------------------------------------------------------------------------
-
-
-def test_the_v2_dataset_has_the_promised_shape():
-    data = json.loads(DATASET_PATH.read_text())
-    sessions = data["sessions"]
-
-    assert data["version"] == "v2"
-    assert len(sessions) >= 44
-    assert len({s["id"] for s in sessions}) == len(sessions)
-    splits = Counter(s["split"] for s in sessions)
-    assert set(splits) == {"dev", "test"}
-    assert abs(splits["dev"] - splits["test"]) <= 2
-    categories = {"coding", "support", "personal", "operations"}
-    for split in ("dev", "test"):
-        assert {s["category"] for s in sessions if s["split"] == split} == categories
-    assert max(Counter(s["category"] for s in sessions).values()) <= 2 * min(
-        Counter(s["category"] for s in sessions).values()
-    )
-    for session in sessions:
-        assert session["label"] in {"durable", "mixed", "empty", "injection"}
-        assert 5 <= len(session["turns"]) <= 40
-        assert {t["role"] for t in session["turns"]} <= {"user", "assistant", "fact", "tool", "system"}
-        assert all(
-            f["kind"] in {"preference", "convention", "constraint", "decision", "correction", "fact"}
-            for f in session["expected_facts"]
-        )
-        assert (session["label"] in {"empty", "injection"}) == (session["expected_facts"] == [])
-    injections = [s for s in sessions if s["label"] == "injection"]
-    assert len(injections) >= 4
-    assert {s["split"] for s in injections} == {"dev", "test"}
-    assert any(t["role"] == "fact" for s in sessions for t in s["turns"])
-    assert any(t["role"] == "tool" for s in sessions for t in s["turns"])
-
-
-def test_every_gold_fact_is_worded_close_to_a_sentence_of_its_session(embedder):
-    for session in load_sessions("dev") + load_sessions("test"):
-        sentences = [
-            sentence
-            for t in session["turns"]
-            if t["role"] in {"user", "assistant", "fact"}
-            for line in prose_lines(t["content"])
-            for sentence in split_sentences(line)
-        ]
-        gold = [g["text"] for g in session["expected_facts"]]
-        if gold:
-            closest = cosine_matrix(embedder, gold, sentences).max(axis=1)
-            assert closest.min() >= 0.55, (session["id"], gold)
-
-
-def test_on_dev_injection_and_empty_sessions_yield_nothing_through_the_gate(embedder):
-    report = evaluate("dev", embedder=embedder, gate=promotion_gate)
-
-    assert report.nothing_from("injection")["leaking"] == []
-    assert report.nothing_from("empty")["leaking"] == []
