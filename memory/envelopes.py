@@ -1,12 +1,14 @@
-"""Memory's response envelopes (reference §2.1 to §2.5), typed; merged recall reuses the recall envelope."""
+"""Memory's response envelopes (reference §2.1 to §2.5, and a promotion's job), typed; merged recall reuses the
+recall envelope."""
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
 from loopmem.outcome import outcome_for
+from memory.models import PromotionJob
 from memory.selectors import RecallResult
-from memory.serializers import MemoryOut
+from memory.serializers import MemoryOut, PromotionJobOut
 
 
 class RecallHitData(TypedDict):
@@ -40,3 +42,12 @@ def recall(result: RecallResult) -> RecallEnvelope:
             meta["ann_iterative_scan_reason"] = result.ann_iterative_scan_reason
     meta["outcome"] = outcome_for(meta, count=len(data))
     return {"data": data, "meta": meta}
+
+
+class PromotionJobEnvelope(TypedDict):
+    data: dict[str, Any]
+
+
+def promotion_job(job: PromotionJob) -> PromotionJobEnvelope:
+    """{data: job}: the caller's last promotion of a session, its status, counts and written memory ids."""
+    return {"data": PromotionJobOut(job).data}

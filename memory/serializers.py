@@ -28,7 +28,7 @@ from loopmem.inputs import (
 )
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
-from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
+from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
 from memory.selectors import DEFAULT_RECALL_K
 
 
@@ -248,6 +248,46 @@ class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_tier(self, turn: SessionTurn) -> str:
         return "session"
+
+
+class PromotionJobOut(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A promotion job as its caller sees it: no job id (reference §2.5), no tenant, no subject."""
+
+    compiler = serializers.SerializerMethodField()
+    outcome = serializers.SerializerMethodField()
+    counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PromotionJob
+        fields = [
+            "session_id",
+            "status",
+            "compiler",
+            "trigger",
+            "outcome",
+            "attempts",
+            "counts",
+            "memory_ids",
+            "inserted_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+        ]
+
+    def get_compiler(self, job: PromotionJob) -> str | None:
+        return job.compiler or None
+
+    def get_outcome(self, job: PromotionJob) -> str | None:
+        return job.outcome or None
+
+    def get_counts(self, job: PromotionJob) -> dict[str, int]:
+        return {
+            "candidates": job.candidates,
+            "gated_out": job.gated_out,
+            "deduplicated": job.deduplicated,
+            "superseded": job.superseded,
+            "written": job.written,
+        }
 
 
 def validate_text_bytes(value: str) -> str:
