@@ -250,12 +250,23 @@ class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
         return "session"
 
 
+class PromotionCountsOut(serializers.Serializer):  # type: ignore[type-arg]
+    """What a promotion job's compile and persist did: `written` counts new rows, superseding ones included."""
+
+    candidates = serializers.IntegerField()
+    gated_out = serializers.IntegerField()
+    deduplicated = serializers.IntegerField()
+    superseded = serializers.IntegerField()
+    written = serializers.IntegerField()
+
+
 class PromotionJobOut(serializers.ModelSerializer):  # type: ignore[type-arg]
     """A promotion job as its caller sees it: no job id (reference §2.5), no tenant, no subject."""
 
+    status = serializers.ChoiceField(choices=PromotionJob.Status.choices, read_only=True)
     compiler = serializers.SerializerMethodField()
     outcome = serializers.SerializerMethodField()
-    counts = serializers.SerializerMethodField()
+    counts = PromotionCountsOut(source="*", read_only=True)
 
     class Meta:
         model = PromotionJob
@@ -279,15 +290,6 @@ class PromotionJobOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_outcome(self, job: PromotionJob) -> str | None:
         return job.outcome or None
-
-    def get_counts(self, job: PromotionJob) -> dict[str, int]:
-        return {
-            "candidates": job.candidates,
-            "gated_out": job.gated_out,
-            "deduplicated": job.deduplicated,
-            "superseded": job.superseded,
-            "written": job.written,
-        }
 
 
 def validate_text_bytes(value: str) -> str:

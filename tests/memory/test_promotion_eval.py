@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from io import StringIO
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,13 +42,12 @@ def replaying_llm(tenant, fake_llm):
     return fake_llm
 
 
-def run_eval(*args: str) -> dict:
+def run_eval(*args: str) -> dict[str, Any]:
     """`manage.py promotion_eval ... --json`, parsed."""
-    from io import StringIO
-
     out = StringIO()
     call_command("promotion_eval", *args, "--json", stdout=out)
-    return json.loads(out.getvalue())
+    result: dict[str, Any] = json.loads(out.getvalue())
+    return result
 
 
 # --- The match rule ------------------------------------------------------------------------------------------

@@ -15,14 +15,13 @@ from memory.promotion.compilers import SYSTEM_PROMPT, Candidate, CompileFailed, 
 from memory.promotion.evaluation import EvalTurn
 from tests.memory.conftest import heavy_db
 
-FACTS = [
-    {"text": "Always reship expedited instead of refunding a lost package.", "confidence": 0.92, "tags": ["shipping"]},
-    {"text": "Escalate to a human supervisor after two failed delivery attempts.", "confidence": 0.88},
-]
+RESHIP = "Always reship expedited instead of refunding a lost package."
+ESCALATE = "Escalate to a human supervisor after two failed delivery attempts."
+FACTS = [{"text": RESHIP, "confidence": 0.92, "tags": ["shipping"]}, {"text": ESCALATE, "confidence": 0.88}]
 TURNS = [EvalTurn("user", "I always reship expedited instead of refunding."), EvalTurn("assistant", "Noted.")]
 EXPECTED = [
-    Candidate(text=FACTS[0]["text"], confidence=0.92, tags=("shipping",)),
-    Candidate(text=FACTS[1]["text"], confidence=0.88),
+    Candidate(text=RESHIP, confidence=0.92, tags=("shipping",)),
+    Candidate(text=ESCALATE, confidence=0.88),
 ]
 
 
@@ -94,5 +93,5 @@ def test_a_tenant_on_a_server_without_json_mode_promotes_end_to_end(agent, tenan
     outcome = promotion.promotion_run(job_id=str(PromotionJob.objects.get().id))
 
     assert outcome.outcome == "promoted"
-    assert sorted(Memory.objects.values_list("text", flat=True)) == sorted(f["text"] for f in FACTS)
+    assert sorted(Memory.objects.values_list("text", flat=True)) == sorted([RESHIP, ESCALATE])
     assert PromotionJob.objects.get().compiler == "openai"

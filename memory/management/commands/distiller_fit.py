@@ -23,8 +23,11 @@ class Command(OperatorCommand):
         embedder = default_embedder()
         if options["cv"]:
             tally = cross_validate(embedder=embedder)
-            summary = {"dev_leave_one_session_out": tally.as_dict()}
-            return summary, f"dev, leave one session out: {tally.as_dict()}"
+            return {"dev_leave_one_session_out": tally.as_dict()}, f"dev, leave one session out: {tally.as_dict()}"
         model = refit(embedder=embedder)
-        summary = {"wrote": MODEL_PATH.name, "candidates": model["candidates"], "positives": model["positives"]}
+        summary: dict[str, Any] = {
+            "wrote": MODEL_PATH.name,
+            "candidates": model["candidates"],
+            "positives": model["positives"],
+        }
         return summary, f"wrote {MODEL_PATH.name}: {model['candidates']} dev candidates, {model['positives']} positive"
