@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,6 +23,9 @@ from typing import Any, Literal
 JSONObject = dict[str, Any]
 
 USER_AGENT = "loopmem-client/1"
+
+# A promotion job in one of these has finished; `pending` and `running` have not.
+PROMOTION_FINISHED = frozenset({"succeeded", "skipped_unchanged", "failed", "budget_exceeded"})
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -422,6 +426,32 @@ class LoopmemClient:
         """POST /api/v1/memory/promote: compile the session's turns into long-term memories, asynchronously."""
         return self.request("POST", "/api/v1/memory/promote", body={"session_id": session_id})
 
+    def memory_promotion(self, session_id: str, *, timeout: float | None = None) -> JSONObject:
+        """GET /api/v1/memory/promote/:session_id: your last promotion job for the session (`NotFound` if none):
+        `data.status` (pending, running, succeeded, skipped_unchanged, failed, budget_exceeded), counts, ids."""
+        segment = urllib.parse.quote(session_id, safe="")
+        return self.request("GET", f"/api/v1/memory/promote/{segment}", timeout=timeout)
+
+    def wait_for_promotion(self, session_id: str, *, timeout: float, interval: float = 0.5) -> JSONObject:
+        """Read the session's last promotion job until it has finished or `timeout` seconds have passed; returns
+        the last answer, whose `data.status` says which. It never runs past `timeout`: each read waits at most
+        what is left of it, it stops looking when less than `interval` is left, and a later read that runs out
+        of time leaves the previous answer standing."""
+        deadline = time.monotonic() + timeout
+        body = self.memory_promotion(session_id, timeout=self._time_left(deadline))
+        while not _finished(body):
+            if deadline - time.monotonic() <= interval:  # no time for another look
+                return body
+            time.sleep(interval)
+            try:
+                body = self.memory_promotion(session_id, timeout=self._time_left(deadline))
+            except LoopmemTimeout:
+                return body
+        return body
+
+    def _time_left(self, deadline: float) -> float:
+        return max(min(self.timeout, deadline - time.monotonic()), 0.05)
+
     def memory_graduate(self, *, memory_id: str, re_scope: Literal["inherit", "global"] | None = None) -> JSONObject:
         """POST /api/v1/memory/graduate: write a memory into the Knowledge Wiki (owner-visible)."""
         return self.request("POST", "/api/v1/memory/graduate", body=_present(memory_id=memory_id, re_scope=re_scope))
@@ -484,6 +514,11 @@ class LoopmemClient:
     def project_list(self, *, limit: int | None = None, offset: int | None = None) -> JSONObject:
         """GET /api/v1/projects: the tenant's projects."""
         return self.request("GET", "/api/v1/projects", query={"limit": limit, "offset": offset})
+
+
+def _finished(body: JSONObject) -> bool:
+    data = body.get("data")
+    return isinstance(data, dict) and data.get("status") in PROMOTION_FINISHED
 
 
 def _present(**fields: Any) -> JSONObject:

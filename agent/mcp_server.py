@@ -64,6 +64,16 @@ CreatedAfter = Annotated[str | None, Field(description="ISO 8601: only memories 
 CreatedBefore = Annotated[str | None, Field(description="ISO 8601: only memories written before this.")]
 MinConfidence = Annotated[float | None, Field(description="0..1: only memories with at least this confidence.")]
 
+DEFAULT_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 120.0
+
+
+def bounded_wait(seconds: float | None) -> float:
+    """How long `memory_promote(wait=true)` waits: the default when unset, never more than the maximum."""
+    if seconds is None:
+        return DEFAULT_WAIT_SECONDS
+    return min(max(seconds, 0.0), MAX_WAIT_SECONDS)
+
 
 def build_server(client: LoopmemClient) -> MCPServer:
     """The MCP server whose tools call `client`."""
@@ -200,11 +210,39 @@ def build_server(client: LoopmemClient) -> MCPServer:
     @tool(_WRITE)
     def memory_promote(
         session_id: Annotated[str, Field(description="The session whose turns to compile.")],
+        wait: Annotated[
+            bool | None,
+            Field(description="Wait for the promotion to finish and return its job (status, counts, memory ids)."),
+        ] = None,
+        wait_seconds: Annotated[
+            float | None,
+            Field(
+                description=f"Seconds to wait at most (default {DEFAULT_WAIT_SECONDS:g}, at most {MAX_WAIT_SECONDS:g})."
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Compile a session's turns into long-term memories, asynchronously (202 enqueued).
 
-        Safe to repeat: an unchanged session is skipped. The hourly sweep does the same for every session."""
-        return _call(lambda: client.memory_promote(session_id))
+        With wait=true, returns the promotion's job instead, once finished or when wait_seconds run out (then its
+        status is still pending or running). Safe to repeat: an unchanged session is skipped without a compile.
+        The hourly sweep does the same for every session."""
+
+        def promote() -> JSONObject:
+            enqueued = client.memory_promote(session_id)
+            if not wait:
+                return enqueued
+            return client.wait_for_promotion(session_id, timeout=bounded_wait(wait_seconds))
+
+        return _call(promote)
+
+    @tool(_READ)
+    def memory_promotion_status(
+        session_id: Annotated[str, Field(description="The session you promoted (memory_promote).")],
+    ) -> CallToolResult:
+        """Your last promotion of a session: status (pending, running, succeeded, skipped_unchanged, failed,
+        budget_exceeded), the compiler, counts (candidates, gated_out, deduplicated, superseded, written) and
+        the ids of the memories it wrote. A session you never promoted is not_found."""
+        return _call(lambda: client.memory_promotion(session_id))
 
     @tool(_WRITE)
     def memory_graduate(

@@ -8,27 +8,35 @@ the agent. Nothing is lost by giving up: promotion is idempotent, and the hourly
 whose turns are still alive. It never decides anything for Claude Code (stdout stays empty), so
 `stop_hook_active` needs no special case.
 
-Run `python -m agent.stop_hook` (imports no Django settings, so no embedded database starts) or
-`python manage.py promote_session_hook`. See docs/agents.md.
+With `--wait [SECONDS]` (default 30, at most 120) it then watches the promotion's job and reports how it
+ended (`succeeded` with its counts, `skipped_unchanged`, `failed`, `budget_exceeded`), or that it was still
+pending or running when the wait ran out; the wait is added to the hook's budget, and never exceeded.
+
+Run `python -m agent.stop_hook [--wait [SECONDS]]` (imports no Django settings, so no embedded database starts)
+or `python manage.py promote_session_hook [--wait [SECONDS]]`. See docs/agents.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
-from agent.client import LoopmemAPIError, LoopmemClient, LoopmemTimeout, LoopmemUnreachable
+from agent.client import JSONObject, LoopmemAPIError, LoopmemClient, LoopmemError, LoopmemTimeout, LoopmemUnreachable
 from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 # Claude Code's payloads are a few hundred bytes; anything near this is not one.
 MAX_PAYLOAD_CHARS = 1_000_000
 # Time kept back from the budget so the request's own timeout fires before the hook gives up on it.
 _MARGIN_SECONDS = 0.25
+DEFAULT_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -42,15 +50,17 @@ class HookOutcome:
     abandoned: bool = False
 
 
-def run(config: AgentConfig, *, stdin: TextIO | None) -> HookOutcome:
-    """Read the payload and promote its session, within `config.hook_timeout_seconds` whatever happens."""
-    budget = max(config.hook_timeout_seconds, 0.1)
+def run(config: AgentConfig, *, stdin: TextIO | None, wait_seconds: float = 0.0) -> HookOutcome:
+    """Read the payload and promote its session, within `config.hook_timeout_seconds` (plus `wait_seconds`, to
+    watch the promotion finish) whatever happens."""
+    wait = min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
+    budget = max(config.hook_timeout_seconds, 0.1) + wait
     deadline = time.monotonic() + budget
     result: list[HookOutcome] = []
 
     def work() -> None:
         try:
-            result.append(_promote(config, _read_payload(stdin), deadline))
+            result.append(_promote(config, _read_payload(stdin), deadline, wait_seconds=wait))
         except Exception as exc:
             # Not swallowed: reported on stderr. The hook's contract is exit 0 with a reason, whatever broke.
             result.append(HookOutcome(f"hook error: {type(exc).__name__}: {exc}"))
@@ -73,28 +83,64 @@ def _read_payload(stdin: TextIO | None) -> str:
     return stdin.read(MAX_PAYLOAD_CHARS)
 
 
-def _promote(config: AgentConfig, raw_payload: str, deadline: float) -> HookOutcome:
+def _promote(config: AgentConfig, raw_payload: str, deadline: float, *, wait_seconds: float) -> HookOutcome:
     session_id, source, event = _session_id(raw_payload, config)
     if not session_id:
         return HookOutcome(f"skipped: no session id ({source}, and LOOPMEM_SESSION_ID is unset)")
     if not config.agent_key:
         return HookOutcome(f"skipped session {session_id}: LOOPMEM_AGENT_KEY is not set")
-    wait = max(deadline - time.monotonic() - _MARGIN_SECONDS, 0.05)
+    # The request gets what is left of the hook's own budget; a --wait is for watching, not for a slow POST.
+    left = deadline - time.monotonic() - wait_seconds
+    request_timeout = max(min(left, config.hook_timeout_seconds) - _MARGIN_SECONDS, 0.05)
     try:
-        client = LoopmemClient(config.url, config.agent_key, timeout=wait)
+        client = LoopmemClient(config.url, config.agent_key, timeout=request_timeout)
     except ValueError as exc:
         return HookOutcome(f"skipped session {session_id}: LOOPMEM_URL: {exc}")
     try:
         client.memory_promote(session_id)
     except LoopmemTimeout:
         return HookOutcome(
-            f"{config.url} did not answer within {wait:.1f}s; session {session_id} left to the hourly sweep"
+            f"{config.url} did not answer within {request_timeout:.1f}s; session {session_id} left to the hourly sweep"
         )
     except LoopmemUnreachable as exc:
         return HookOutcome(f"server down: {exc.message}; session {session_id} left to the hourly sweep")
     except LoopmemAPIError as exc:
         return HookOutcome(_refusal(exc, session_id))
-    return HookOutcome(f"promotion enqueued for session {session_id} ({source}, {event})")
+    enqueued = f"promotion enqueued for session {session_id} ({source}, {event})"
+    if not wait_seconds:
+        return HookOutcome(enqueued)
+    try:
+        job = client.wait_for_promotion(session_id, timeout=deadline - time.monotonic() - _MARGIN_SECONDS)
+    except LoopmemError as exc:
+        return HookOutcome(f"{enqueued}; its status could not be read: {exc.code}: {exc.message}")
+    return HookOutcome(_job_line(session_id, job, wait_seconds))
+
+
+def _job_line(session_id: str, body: JSONObject, wait: float) -> str:
+    """How the promotion ended (or that it has not yet), in one line."""
+    data: dict[str, Any] = body.get("data") or {}
+    status, outcome, compiler = data.get("status"), data.get("outcome"), data.get("compiler")
+    counts: dict[str, Any] = data.get("counts") or {}
+    if status == "succeeded":
+        note = "" if outcome in (None, "promoted") else f" ({outcome})"
+        return (
+            f"promotion of session {session_id} succeeded{note}: {counts.get('written')} written by {compiler} "
+            f"({counts.get('candidates')} candidates, {counts.get('gated_out')} gated out, "
+            f"{counts.get('deduplicated')} deduplicated, {counts.get('superseded')} superseded)"
+        )
+    if status == "skipped_unchanged":
+        return f"promotion of session {session_id} skipped: unchanged since its last promotion (no compile)"
+    if status == "failed":
+        return f"promotion of session {session_id} failed ({outcome}); {counts.get('written')} written"
+    if status == "budget_exceeded":
+        return (
+            f"promotion of session {session_id} not run: the tenant's hourly promotion budget is spent "
+            "(budget_exceeded); the hourly sweep will promote it while its turns live"
+        )
+    return (
+        f"promotion of session {session_id} still {status} after waiting {wait:g}s; a worker will finish it "
+        "(memory_promotion_status, or GET /api/v1/memory/promote/:session_id)"
+    )
 
 
 def _session_id(raw_payload: str, config: AgentConfig) -> tuple[str, str, str]:
@@ -131,14 +177,41 @@ def _refusal(exc: LoopmemAPIError, session_id: str) -> str:
     return f"refused session {session_id}: {exc.status} {exc.code}: {exc.message}{hint}"
 
 
-def main() -> int:
-    """`python -m agent.stop_hook`: exit status 0, always."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared by `python -m agent.stop_hook` and `manage.py promote_session_hook`."""
+    parser.add_argument(
+        "--wait",
+        type=float,
+        nargs="?",
+        const=DEFAULT_WAIT_SECONDS,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"watch the promotion finish and report it (default {DEFAULT_WAIT_SECONDS:g} s, at most "
+        f"{MAX_WAIT_SECONDS:g} s; added to LOOPMEM_HOOK_TIMEOUT_SECONDS)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m agent.stop_hook [--wait [SECONDS]]`: exit status 0, always (a bad option included)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.stop_hook", description=__doc__.split("\n")[0], exit_on_error=False
+    )
+    add_arguments(parser)
+    wait = 0.0
+    try:
+        options, unknown = parser.parse_known_args(argv)
+        wait = options.wait
+    except argparse.ArgumentError as exc:
+        unknown = []
+        sys.stderr.write(f"loopmem: {exc}; promoting without waiting\n")
+    if unknown:
+        sys.stderr.write(f"loopmem: ignoring unknown arguments: {' '.join(unknown)}\n")
     try:
         config = agent_config_from_env()
     except AgentConfigError as exc:
         sys.stderr.write(f"loopmem: skipped: {exc}\n")
         return 0
-    outcome = run(config, stdin=sys.stdin)
+    outcome = run(config, stdin=sys.stdin, wait_seconds=wait)
     sys.stderr.write(f"loopmem: {outcome.message}\n")
     sys.stderr.flush()
     if outcome.abandoned:

@@ -1,5 +1,5 @@
 """HTTP: /api/v1/memory (remember, list), /api/v1/memory/:id (get, correct, forget, history), recall, batch,
-export and import, promote, graduate, sessions."""
+export and import, promote (and its job), graduate, sessions."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from memory.serializers import (
     MemoryOut,
     MemoryPatchIn,
     PromoteIn,
+    PromotionJobOut,
     RecallIn,
     RememberIn,
     SessionIdIn,
@@ -215,6 +216,13 @@ class MemoryViewSet(ScopedViewSet):
         session_id = parse_body(PromoteIn, request)["session_id"]
         promotion.promotion_request(scope=self.scope, session_id=session_id)
         return Response({"data": {"session_id": session_id, "status": "enqueued"}}, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: PromotionJobOut})
+    @action(detail=False, methods=["get"], url_path=r"promote/(?P<session_id>.+)")
+    def promotion(self, request: Request, session_id: str) -> Response:
+        """Your last promotion job for one of your sessions: status, compiler, counts, written memory ids."""
+        parse(PromoteIn, {"session_id": session_id})  # the same rule as the promote it watches
+        return Response(envelopes.promotion_job(promotion.promotion_status(scope=self.scope, session_id=session_id)))
 
     @extend_schema(request=RecallIn, responses={200: None})
     @action(detail=False, methods=["post"])

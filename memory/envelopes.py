@@ -1,4 +1,5 @@
-"""Memory's response envelopes (reference §2.1 to §2.5), typed; merged recall reuses the recall envelope."""
+"""Memory's response envelopes (reference §2.1 to §2.5, and a promotion's job), typed; merged recall reuses the
+recall envelope."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any, TypedDict
 from rest_framework.utils.encoders import JSONEncoder
 
 from loopmem.outcome import outcome_for
-from memory.models import Memory
+from memory.models import Memory, PromotionJob
 from memory.selectors import RecallResult
-from memory.serializers import MemoryOut
+from memory.serializers import MemoryOut, PromotionJobOut
 
 
 class RecallHitData(TypedDict):
@@ -72,3 +73,12 @@ def _render(memories: list[Memory]) -> Iterator[str]:
         supersedes = getattr(memory, "supersedes_id", None)
         line = {**data, "supersedes": str(supersedes) if supersedes is not None else None}
         yield json.dumps(line, cls=JSONEncoder, ensure_ascii=False) + "\n"
+
+
+class PromotionJobEnvelope(TypedDict):
+    data: dict[str, Any]
+
+
+def promotion_job(job: PromotionJob) -> PromotionJobEnvelope:
+    """{data: job}: the caller's last promotion of a session, its status, counts and written memory ids."""
+    return {"data": PromotionJobOut(job).data}

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
-from django.db.models import Func, Q, Value
+from django.db.models import Case, F, Func, Q, Value, When
 from pgvector.django import HnswIndex, VectorField
 
 from loopmem.models import Tenant
@@ -218,11 +218,18 @@ class SessionPromotion(models.Model):
         return f"watermark of session {self.session_id}"
 
 
+class PromotionJobQuerySet(models.QuerySet["PromotionJob"]):
+    def for_scope(self, scope: Scope) -> PromotionJobQuerySet:
+        return self.filter(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+
+
 class PromotionJob(models.Model):
-    """The in-flight ledger of promotion (Celery has no unique jobs): one pending/running job per session.
+    """The in-flight ledger of promotion (Celery has no unique jobs): one pending/running job per session, and
+    the record a caller watches (`GET /memory/promote/:session_id`).
 
     Its partial unique index makes an explicit trigger racing the sweep enqueue once, and the budget counts
-    the jobs still in flight so a burst cannot overshoot it.
+    the jobs still in flight so a burst cannot overshoot it. `state` is the ledger's own (what is in flight);
+    `status` is what a caller is told, generated from it.
     """
 
     class State(models.TextChoices):
@@ -232,6 +239,14 @@ class PromotionJob(models.Model):
         FAILED = "failed"
         DISCARDED = "discarded"
 
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        SKIPPED_UNCHANGED = "skipped_unchanged"
+        FAILED = "failed"
+        BUDGET_EXCEEDED = "budget_exceeded"
+
     IN_FLIGHT = (State.PENDING, State.RUNNING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -240,14 +255,37 @@ class PromotionJob(models.Model):
     session_id = models.CharField(max_length=200)
     trigger = models.CharField(max_length=16)  # "explicit" | "sweep"
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=64, blank=True, default="")
+    # What a caller is told, computed by the database from the ledger's state and outcome: it cannot drift.
+    status = models.GeneratedField(
+        expression=Case(
+            When(state__in=["pending", "running"], then=F("state")),
+            When(state="done", outcome="skipped_unchanged", then=Value("skipped_unchanged")),
+            When(state="done", then=Value("succeeded")),
+            When(state="discarded", outcome="budget_exceeded", then=Value("budget_exceeded")),
+            default=Value("failed"),
+        ),
+        output_field=models.CharField(max_length=20, choices=Status.choices),
+        db_persist=True,
+    )
+    compiler = models.CharField(max_length=32, blank=True, default="")  # "extractive" | "openai"
+    attempts = models.PositiveIntegerField(default=0)
     detail = models.JSONField(default=dict, blank=True)
+    # What the compile and persist of this job did (the last attempt's figures; memory_ids over all attempts).
+    candidates = models.PositiveIntegerField(default=0)
+    gated_out = models.PositiveIntegerField(default=0)
+    deduplicated = models.PositiveIntegerField(default=0)
+    superseded = models.PositiveIntegerField(default=0)
+    written = models.PositiveIntegerField(default=0)
+    memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # When the compiler was (last) called: the hourly budget counts compiles, not sessions.
     compiled_at = models.DateTimeField(null=True, blank=True)
+
+    objects = PromotionJobQuerySet.as_manager()
 
     class Meta:
         db_table = "promotion_jobs"
@@ -266,10 +304,13 @@ class PromotionJob(models.Model):
             models.Index(fields=["tenant", "state"], name="promotion_jobs_state_idx"),
             models.Index(fields=["state", "updated_at"], name="promotion_jobs_rescue_idx"),
             models.Index(fields=["tenant", "compiled_at"], name="promotion_jobs_budget_idx"),
+            models.Index(
+                fields=["tenant", "subject_id", "session_id", "-inserted_at"], name="promotion_jobs_session_idx"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"promotion of session {self.session_id} ({self.state})"
+        return f"promotion of session {self.session_id} ({self.status})"
 
 
 class PromotionEvalSnapshot(models.Model):

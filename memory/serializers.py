@@ -38,7 +38,7 @@ from loopmem.inputs import (
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
 from memory.filters import MAX_FILTER_TAGS, MemoryFilters
-from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
+from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
 from memory.selectors import DEFAULT_RECALL_K
 from memory.services import ImportRow
 
@@ -533,6 +533,48 @@ class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     def get_tier(self, turn: SessionTurn) -> str:
         return "session"
+
+
+class PromotionCountsOut(serializers.Serializer):  # type: ignore[type-arg]
+    """What a promotion job's compile and persist did: `written` counts new rows, superseding ones included."""
+
+    candidates = serializers.IntegerField()
+    gated_out = serializers.IntegerField()
+    deduplicated = serializers.IntegerField()
+    superseded = serializers.IntegerField()
+    written = serializers.IntegerField()
+
+
+class PromotionJobOut(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A promotion job as its caller sees it: no job id (reference §2.5), no tenant, no subject."""
+
+    status = serializers.ChoiceField(choices=PromotionJob.Status.choices, read_only=True)
+    compiler = serializers.SerializerMethodField()
+    outcome = serializers.SerializerMethodField()
+    counts = PromotionCountsOut(source="*", read_only=True)
+
+    class Meta:
+        model = PromotionJob
+        fields = [
+            "session_id",
+            "status",
+            "compiler",
+            "trigger",
+            "outcome",
+            "attempts",
+            "counts",
+            "memory_ids",
+            "inserted_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+        ]
+
+    def get_compiler(self, job: PromotionJob) -> str | None:
+        return job.compiler or None
+
+    def get_outcome(self, job: PromotionJob) -> str | None:
+        return job.outcome or None
 
 
 def validate_text_bytes(value: str) -> str:

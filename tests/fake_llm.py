@@ -1,4 +1,14 @@
-"""A small OpenAI-compatible chat server on loopback, so tests drive the real `openai` SDK end to end."""
+"""A small OpenAI-compatible chat server on loopback, so tests drive the real `openai` SDK end to end.
+
+It can answer JSON mode (`response_format={"type": "json_object"}`) the way each server the docs name does
+(`json_mode`), from their documentation and error shapes, not from a recording:
+- "openai": honoured; refused with a 400 when no message says "json" (OpenAI's own rule and wording);
+- "ollama": honoured (Ollama's OpenAI layer maps it to its `format: "json"`);
+- "vllm": honoured (guided decoding);
+- "vllm-without-guided-decoding": any `response_format` refused with a 400 in vLLM's error shape
+  (`{"object": "error", "message", "type": "BadRequestError", "param", "code"}`), as a server whose
+  guided-decoding backend cannot serve the model does; unconstrained, its model fences the JSON in ```json.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ class FakeLLM:
     replies: list[str] = field(default_factory=list)
     status: int = 200
     delay: float = 0.0
+    json_mode: str = "openai"
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def next_reply(self) -> str:
@@ -44,6 +55,13 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.status != 200:
             self._send(fake.status, {"error": {"message": "fake failure", "type": "server_error"}})
             return
+        refusal = _json_mode_refusal(fake.json_mode, body)
+        if refusal is not None:
+            self._send(400, refusal)
+            return
+        content = fake.next_reply()
+        if fake.json_mode == "vllm-without-guided-decoding":
+            content = f"```json\n{content}\n```"
         self._send(
             200,
             {
@@ -55,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": fake.next_reply()},
+                        "message": {"role": "assistant", "content": content},
                     }
                 ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -72,6 +90,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+def _json_mode_refusal(server: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The 400 body a server answers to this request's `response_format`, or None when it serves it."""
+    response_format = body.get("response_format")
+    if response_format is None:
+        return None
+    if server == "vllm-without-guided-decoding":
+        return {
+            "object": "error",
+            "message": "response_format is not supported: no guided decoding backend can serve this model",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    said_json = any("json" in str(m.get("content", "")).lower() for m in body.get("messages", []))
+    if server == "openai" and response_format.get("type") == "json_object" and not said_json:
+        return {
+            "error": {
+                "message": "'messages' must contain the word 'json' in some form, to use 'response_format' of type "
+                "'json_object'.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": None,
+            }
+        }
+    return None
 
 
 class _Server(ThreadingHTTPServer):

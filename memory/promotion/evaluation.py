@@ -1,144 +1,419 @@
-"""Promotion-quality eval (reference §4.16): compiler precision/recall on a labelled dataset; never a gate."""
+"""Promotion-quality eval: a compiler's precision, recall and F1 on a labelled dataset; observability, never a gate.
+
+Datasets live in `datasets/`:
+- `v1` (reference §6): three sessions of plain turns (read as the user's), with the LLM outputs recorded so that
+  a test can replay them;
+- `v2`: 48 hand-written sessions (12 each of coding, support, personal and operations), with roles (`tool`
+  turns included, which the API has no role for), labelled durable facts with kinds, and sessions that must
+  yield nothing (`empty`, `injection`), split into `dev` (the distiller is tuned on it) and `test` (held out).
+
+One match rule for every dataset and compiler: an emitted fact matches a gold fact when their MiniLM cosine is
+≥ MATCH_THRESHOLD *and* they share a key token (a content word of ≥ 4 letters, or any token with a digit or
+inner punctuation: a path, a version, a host). The cosine alone lets "we deploy on Fridays" match "we never
+deploy on Fridays"'s neighbours; the token alone lets any two sentences about "Postgres" match. Matching is
+one-to-one and greedy, best cosine first. What is scored is what promotion would persist: the compiler's
+candidates through `compilers.screen` (confidence ≥ 0.5, top 5). A compile failure counts as nothing emitted,
+and is reported.
+
+The turns are compiled as the dataset gives them, in memory: nothing is seeded into any subject's sessions.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
-import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.utils import timezone
 
 from loopmem import llm
 from loopmem.models import Tenant
-from loopmem.scope import Scope
-from memory.models import PromotionEvalSnapshot, SessionTurn
-from memory.promotion.compilers import EVAL_SUBJECT_ID, CompileFailed, compiler_for, gate, load_turns
+from memory.models import PromotionEvalSnapshot
+from memory.promotion.compilers import Candidate, CompileFailed, Compiler, compiler_for, screen
+from memory.promotion.distiller import Matrix, SentenceEmbedder, default_embedder
 from memory.promotion.events import emit
-from memory.services import session_append
 
 logger = logging.getLogger(__name__)
 
-MATCH_THRESHOLD = 0.5
 DATASETS = Path(__file__).parent / "datasets"
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: the reference's [^\p{L}\p{N}]+ split
+SPLITS = ("dev", "test")
+KINDS = ("preference", "convention", "constraint", "decision", "correction", "fact")
+# Measured on v2 dev before any fitting: a gold fact and the sentence it was worded from sit at 0.99 (median); two
+# different gold facts of one session at most 0.55; the stale sentence a correction replaces up to 0.79, and it
+# must not count as the correction.
+MATCH_THRESHOLD = 0.8
+MATCH_RULE = f"minilm cosine >= {MATCH_THRESHOLD} and a shared key token; one-to-one, best cosine first"
+STOPWORDS = frozenset(
+    {
+        *("that", "this", "with", "from", "have", "they", "were", "will", "would", "should", "about", "there"),
+        *("their", "what", "when", "which", "been", "into", "only", "also", "than", "then", "them", "your", "ours"),
+        *("just", "like", "some", "more", "most", "much", "very", "over", "such", "each", "other", "these"),
+        *("those", "here", "where", "does", "doing", "done", "being", "after", "before", "while", "because"),
+        *("since", "until", "again", "once", "both", "same", "make", "made", "need", "needs", "want"),
+    }
+)
+_STRIP = "\"'`.,;:!?()[]{}<>*\u201c\u201d\u2018\u2019\u2014\u2013"  # punctuation around a token, curly quotes too
+
+
+# --- The datasets --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvalTurn:
+    """A dataset turn, shaped like a session turn for the compilers (role, content)."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class GoldFact:
+    text: str
+    kind: str = ""  # v1 labels no kinds
+
+
+@dataclass(frozen=True)
+class LabelledSession:
+    """One dataset session, the same shape whatever the dataset version."""
+
+    id: str
+    label: str  # durable | mixed | empty | injection
+    turns: tuple[EvalTurn, ...]
+    gold: tuple[GoldFact, ...]
+    category: str = ""
+    split: str = ""
+
+
+def load_dataset(version: str = "v1") -> dict[str, Any]:
+    """The dataset file as written."""
+    data: dict[str, Any] = json.loads((DATASETS / f"dataset_{version}.json").read_text())
+    return data
+
+
+def labelled_sessions(version: str = "v1", split: str | None = None) -> list[LabelledSession]:
+    """The dataset's sessions (of one split, if given), in file order."""
+    sessions = [_session(raw) for raw in load_dataset(version)["sessions"]]
+    if split is not None:
+        if not any(s.split for s in sessions):
+            raise ValueError(f"dataset {version} has no {split!r} split")
+        sessions = [s for s in sessions if s.split == split]
+    return sessions
+
+
+def _session(raw: dict[str, Any]) -> LabelledSession:
+    # v1 turns are strings read as the user's, and its facts are strings; v2 has roles and kinds.
+    turns = tuple(
+        EvalTurn("user", t) if isinstance(t, str) else EvalTurn(t["role"], t["content"]) for t in raw["turns"]
+    )
+    gold = tuple(
+        GoldFact(g) if isinstance(g, str) else GoldFact(g["text"], g.get("kind", "")) for g in raw["expected_facts"]
+    )
+    return LabelledSession(
+        id=raw["id"],
+        label=raw["label"],
+        turns=turns,
+        gold=gold,
+        category=raw.get("category", ""),
+        split=raw.get("split", ""),
+    )
+
+
+# --- The match rule ----------------------------------------------------------------------------------------
+
+
+def key_tokens(text: str) -> set[str]:
+    """Tokens that carry content: words of ≥ 4 letters (not stopwords, plural s dropped), or any token with a digit
+    or inner punctuation (paths, versions, hosts, times)."""
+    keys: set[str] = set()
+    for raw in text.lower().split():
+        token = raw.strip(_STRIP)
+        if not token:
+            continue
+        if any(c.isdigit() for c in token) or re.search(r"\w[./_@:-]\w", token):
+            keys.add(token)
+        elif token.isalpha() and len(token) >= 4 and token not in STOPWORDS:
+            keys.add(token[:-1] if token.endswith("s") and len(token) > 4 else token)
+    return keys
+
+
+def matches(emitted: Sequence[str], gold: Sequence[str], similarity: Matrix) -> list[tuple[int, int]]:
+    """One-to-one greedy pairs (emitted index, gold index), best cosine first, under the match rule."""
+    eligible = [
+        (float(similarity[e, g]), e, g)
+        for e in range(len(emitted))
+        for g in range(len(gold))
+        if similarity[e, g] >= MATCH_THRESHOLD and key_tokens(emitted[e]) & key_tokens(gold[g])
+    ]
+    taken_e: set[int] = set()
+    taken_g: set[int] = set()
+    pairs: list[tuple[int, int]] = []
+    for _, e, g in sorted(eligible, key=lambda x: (-x[0], x[1], x[2])):
+        if e not in taken_e and g not in taken_g:
+            taken_e.add(e)
+            taken_g.add(g)
+            pairs.append((e, g))
+    return pairs
+
+
+def cosine_matrix(embedder: SentenceEmbedder, left: Sequence[str], right: Sequence[str]) -> Matrix:
+    if not left or not right:
+        return np.zeros((len(left), len(right)))
+    vectors = np.asarray(embedder.embed([*left, *right]), dtype=np.float64)
+    return vectors[: len(left)] @ vectors[len(left) :].T
+
+
+# --- Scores --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """True positives, false positives, false negatives, and the ratios they give."""
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    @property
+    def precision(self) -> float | None:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+    @property
+    def f1(self) -> float | None:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p and r else None
+
+    def add(self, other: Tally) -> None:
+        self.tp, self.fp, self.fn = self.tp + other.tp, self.fp + other.fp, self.fn + other.fn
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tp": self.tp, "fp": self.fp, "fn": self.fn, **ratios(self)}
+
+
+def ratios(tally: Tally) -> dict[str, float | None]:
+    """Precision, recall and F1 rounded to three places (None where undefined)."""
+    return {
+        name: None if value is None else round(value, 3)
+        for name, value in (("precision", tally.precision), ("recall", tally.recall), ("f1", tally.f1))
+    }
 
 
 @dataclass
 class SessionScore:
+    """One session compiled, screened and matched."""
+
     id: str
-    tp: int
-    fp: int
-    fn: int
+    category: str
+    label: str
+    gold: list[GoldFact]
+    emitted: list[Candidate] = field(default_factory=list)  # after the screen: what promotion would persist
+    matched: list[tuple[int, int]] = field(default_factory=list)  # (emitted index, gold index)
+    # Every compiled candidate before the screen: (confidence, whether it matches a gold fact on its own).
+    compiled: list[tuple[float, bool]] = field(default_factory=list)
+    failure: str | None = None  # the compile failure's reason; the session then counts as nothing emitted
+
+    @property
+    def tally(self) -> Tally:
+        tp = len(self.matched)
+        return Tally(tp=tp, fp=len(self.emitted) - tp, fn=len(self.gold) - tp)
+
+    @property
+    def tp(self) -> int:
+        return self.tally.tp
+
+    @property
+    def fp(self) -> int:
+        return self.tally.fp
+
+    @property
+    def fn(self) -> int:
+        return self.tally.fn
 
 
 @dataclass
 class EvalResult:
+    """A compiler's scores on a dataset (one split of it, or all of it)."""
+
     dataset_version: str
     compiler: str
     day: date
+    split: str | None = None
     sessions: list[SessionScore] = field(default_factory=list)
+
+    def overall(self) -> Tally:
+        return _tally(self.sessions)
 
     @property
     def true_positives(self) -> int:
-        return sum(s.tp for s in self.sessions)
+        return self.overall().tp
 
     @property
     def false_positives(self) -> int:
-        return sum(s.fp for s in self.sessions)
+        return self.overall().fp
 
     @property
     def false_negatives(self) -> int:
-        return sum(s.fn for s in self.sessions)
+        return self.overall().fn
 
     @property
     def precision(self) -> float | None:
-        emitted = self.true_positives + self.false_positives
-        return self.true_positives / emitted if emitted else None
+        return self.overall().precision
 
     @property
     def recall(self) -> float | None:
-        expected = self.true_positives + self.false_negatives
-        return self.true_positives / expected if expected else None
+        return self.overall().recall
+
+    @property
+    def f1(self) -> float | None:
+        return self.overall().f1
+
+    def by_category(self) -> dict[str, Tally]:
+        groups: dict[str, list[SessionScore]] = defaultdict(list)
+        for s in self.sessions:
+            if s.category:
+                groups[s.category].append(s)
+        return {name: _tally(group) for name, group in sorted(groups.items())}
+
+    def by_kind(self) -> dict[str, Tally]:
+        """Recall by the gold fact's kind; precision by the kind the compiler tagged its fact with."""
+        tallies: dict[str, Tally] = defaultdict(Tally)
+        for s in self.sessions:
+            matched_e = {e for e, _ in s.matched}
+            matched_g = {g for _, g in s.matched}
+            for g, fact in enumerate(s.gold):
+                if g not in matched_g:
+                    tallies[fact.kind or "unlabelled"].fn += 1
+            for e, candidate in enumerate(s.emitted):
+                kind = next((t for t in candidate.tags if t in KINDS), "unlabelled")
+                if e in matched_e:
+                    tallies[kind].tp += 1
+                else:
+                    tallies[kind].fp += 1
+        return dict(sorted(tallies.items()))
+
+    def nothing_from(self, label: str) -> dict[str, Any]:
+        """How many sessions of a label (injection, empty) yielded nothing, and which leaked."""
+        group = [s for s in self.sessions if s.label == label]
+        leaking = [s.id for s in group if s.emitted]
+        return {"sessions": len(group), "yielded_nothing": len(group) - len(leaking), "leaking": leaking}
+
+    def compile_failures(self) -> dict[str, int]:
+        return dict(Counter(s.failure for s in self.sessions if s.failure is not None))
+
+    def calibration(self) -> dict[str, Any]:
+        """Before the screen: the Brier score of the compiler's confidences, and how often each quarter matched."""
+        pairs = [pair for s in self.sessions for pair in s.compiled]
+        if not pairs:
+            return {"brier": None, "bins": []}
+        p = np.array([c for c, _ in pairs])
+        y = np.array([1.0 if hit else 0.0 for _, hit in pairs])
+        bins = []
+        for low in (0.0, 0.25, 0.5, 0.75):
+            in_bin = (p >= low) & ((p < low + 0.25) if low < 0.75 else (p <= 1.0))
+            if in_bin.any():
+                bins.append({"from": low, "facts": int(in_bin.sum()), "gold_rate": round(float(y[in_bin].mean()), 3)})
+        return {"brier": round(float(np.mean((p - y) ** 2)), 4), "bins": bins}
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "dataset_version": self.dataset_version,
+            "split": self.split,
             "compiler": self.compiler,
             "day": self.day.isoformat(),
+            "match_rule": MATCH_RULE,
             "session_count": len(self.sessions),
             "true_positives": self.true_positives,
             "false_positives": self.false_positives,
             "false_negatives": self.false_negatives,
             "precision": self.precision,
             "recall": self.recall,
+            "f1": self.f1,
+            "by_category": {name: tally.as_dict() for name, tally in self.by_category().items()},
+            "by_kind": {name: tally.as_dict() for name, tally in self.by_kind().items()},
+            "injection": self.nothing_from("injection"),
+            "empty": self.nothing_from("empty"),
+            "compile_failures": self.compile_failures(),
+            "calibration": self.calibration(),
             "sessions": [{"id": s.id, "tp": s.tp, "fp": s.fp, "fn": s.fn} for s in self.sessions],
+            "details": [
+                {
+                    "id": s.id,
+                    "category": s.category,
+                    "label": s.label,
+                    "emitted": [{"text": c.text, "confidence": c.confidence, "tags": list(c.tags)} for c in s.emitted],
+                    "missed": [g.text for i, g in enumerate(s.gold) if i not in {g for _, g in s.matched}],
+                    "failure": s.failure,
+                }
+                for s in self.sessions
+            ],
         }
 
 
-def load_dataset(version: str = "v1") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((DATASETS / f"dataset_{version}.json").read_text())
-    return data
+def _tally(sessions: Iterable[SessionScore]) -> Tally:
+    total = Tally()
+    for s in sessions:
+        total.add(s.tally)
+    return total
 
 
-def dice(a: str, b: str) -> float:
-    """Sørensen-Dice over token sets; 0.0 when both are empty."""
-    left, right = set(_TOKEN.findall(a.lower())), set(_TOKEN.findall(b.lower()))
-    if not left and not right:
-        return 0.0
-    return 2 * len(left & right) / (len(left) + len(right))
+# --- Running it ----------------------------------------------------------------------------------------------
 
 
-def score(emitted: list[str], expected: list[str]) -> tuple[int, int, int]:
-    """Greedy: each emitted fact, in order, claims the best unclaimed expected fact at ≥ the threshold."""
-    unclaimed = list(expected)
-    tp = 0
-    for fact in emitted:
-        best = max(unclaimed, key=lambda e: dice(fact, e), default=None)
-        if best is not None and dice(fact, best) >= MATCH_THRESHOLD:
-            unclaimed.remove(best)
-            tp += 1
-    return tp, len(emitted) - tp, len(unclaimed)
+def score_session(compiler: Compiler, session: LabelledSession, *, embedder: SentenceEmbedder) -> SessionScore:
+    """Compile one session, screen it as promotion would, and match what survives against its gold facts."""
+    result = SessionScore(id=session.id, category=session.category, label=session.label, gold=list(session.gold))
+    try:
+        compiled = compiler.compile(session.turns)
+    except CompileFailed as failure:
+        logger.warning("eval session %s failed to compile: %s", session.id, failure.reason)
+        result.failure = failure.reason
+        return result
+    gold = [g.text for g in session.gold]
+    similarity = cosine_matrix(embedder, [c.text for c in compiled], gold)
+    result.compiled = [
+        (c.confidence, bool(matches([c.text], gold, similarity[i : i + 1]))) for i, c in enumerate(compiled)
+    ]
+    result.emitted = screen(compiled, scope=None).kept
+    emitted = [c.text for c in result.emitted]
+    result.matched = matches(emitted, gold, cosine_matrix(embedder, emitted, gold))
+    return result
 
 
-def promotion_eval(*, tenant: Tenant, compiler_name: str = "tenant", dataset_version: str = "v1") -> EvalResult:
-    """Compile each labelled session under the reserved eval subject, score it, store the day's snapshot.
+def promotion_eval(
+    *,
+    tenant: Tenant | None,
+    compiler_name: str = "tenant",
+    dataset_version: str = "v1",
+    split: str | None = None,
+    embedder: SentenceEmbedder | None = None,
+) -> EvalResult:
+    """Score a compiler on a dataset (one split of it, if given).
 
-    The seeded turns are always deleted, whatever happens; the eval subject can never be promoted.
+    With a tenant: its compiler and LLM settings, and the day's snapshot is stored for it. Without one: the
+    deployment's settings, and nothing is stored.
     """
-    dataset = load_dataset(dataset_version)
+    sessions = labelled_sessions(dataset_version, split)
     compiler = compiler_for(tenant, name=compiler_name)
-    scope = Scope(tenant_id=tenant.id, subject_id=EVAL_SUBJECT_ID)
-    result = EvalResult(dataset_version=dataset["version"], compiler=compiler.name, day=timezone.now().date())
-    for session in dataset["sessions"]:
-        session_id = f"promeval-{uuid.uuid4().int}"
-        try:
-            for turn in session["turns"]:
-                session_append(
-                    scope=scope,
-                    session_id=session_id,
-                    role=SessionTurn.Role.USER,
-                    content=turn,
-                    expires_at=timezone.now() + timedelta(hours=1),
-                )
-            try:
-                emitted = [c.text for c in gate(compiler.compile(load_turns(scope=scope, session_id=session_id)))]
-            except CompileFailed as failure:
-                logger.warning("eval session %s failed to compile: %s", session["id"], failure.reason)
-                emitted = []
-        finally:
-            SessionTurn.objects.filter(tenant_id=tenant.id, subject_id=EVAL_SUBJECT_ID, session_id=session_id).delete()
-        tp, fp, fn = score(emitted, session["expected_facts"])
-        result.sessions.append(SessionScore(id=session["id"], tp=tp, fp=fp, fn=fn))
-    _store(tenant, result)
+    embedder = embedder or default_embedder()
+    result = EvalResult(dataset_version=dataset_version, compiler=compiler.name, day=timezone.now().date(), split=split)
+    result.sessions = [score_session(compiler, session, embedder=embedder) for session in sessions]
+    if tenant is not None:
+        _store(tenant, result)
     emit(
         "eval",
-        tenant_id=tenant.id,
+        tenant_id=tenant.id if tenant is not None else None,
         dataset_version=result.dataset_version,
+        split=split,
         compiler=result.compiler,
         precision=result.precision,
         recall=result.recall,
@@ -151,7 +426,7 @@ def promotion_eval(*, tenant: Tenant, compiler_name: str = "tenant", dataset_ver
 
 
 def promotion_eval_tenants_with_llm() -> int:
-    """The daily eval: every tenant whose own LLM can be called is scored; returns how many were."""
+    """The daily eval: every tenant whose own LLM can be called is scored on v1; returns how many were."""
     scored = 0
     for tenant in Tenant.objects.all():
         spec = llm.llm_spec_for(tenant)
@@ -163,9 +438,11 @@ def promotion_eval_tenants_with_llm() -> int:
 
 
 def _store(tenant: Tenant, result: EvalResult) -> None:
+    # A split is stored as its own dataset ("v2/test"): its figures are not comparable with the whole set's.
+    version = f"{result.dataset_version}/{result.split}" if result.split else result.dataset_version
     PromotionEvalSnapshot.objects.update_or_create(
         tenant=tenant,
-        dataset_version=result.dataset_version,
+        dataset_version=version,
         compiler=result.compiler,
         day=result.day,
         defaults={

@@ -7,23 +7,25 @@ from __future__ import annotations
 import uuid
 import zlib
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from loopmem.errors import PromotionBudgetExceeded
+from loopmem.errors import NotFound, PromotionBudgetExceeded
+from loopmem.models import Tenant
 from loopmem.queue import enqueue_on_commit
 from loopmem.scope import Scope
 from memory.models import PromotionJob, SessionPromotion
 from memory.promotion import compilers
 from memory.promotion.compilers import EVAL_SUBJECT_ID, CompileFailed, Compiler, Fingerprint
 from memory.promotion.events import emit
-from memory.promotion.persist import EmbeddingsDegraded, PromotionQuotaExceeded, promotion_persist
+from memory.promotion.persist import EmbeddingsDegraded, PersistSummary, PromotionQuotaExceeded, promotion_persist
 
 _BUDGET_LOCK_CLASS = zlib.crc32(b"loopmem_memory_promotion_budget") - 2**31
 DEGRADED_SNOOZE_SECONDS = 300
@@ -33,6 +35,7 @@ MAX_COMPILE_ATTEMPTS = 2
 STALE_PENDING = timedelta(minutes=10)
 STALE_RUNNING = timedelta(minutes=30)
 PROMOTE_SESSION_TASK = "memory.tasks.promote_session_task"
+State, Status = PromotionJob.State, PromotionJob.Status
 
 
 # --- Budget and the in-flight ledger ------------------------------------------------------------------------
@@ -55,8 +58,10 @@ def promotion_reserve(
     Returns (job, created). A session already in flight returns its job (created False) and spends nothing.
     Under a per-tenant advisory lock the budget counts the last hour's compiles plus in-flight jobs, so
     concurrent triggers cannot overshoot it, and re-promoting one session cannot spend more than one unit per
-    compile. Over budget → PromotionBudgetExceeded, before any LLM call.
+    compile. Over budget → PromotionBudgetExceeded, before any LLM call; the refusal is recorded as a finished
+    `budget_exceeded` job, which is neither in flight nor a compile, so it spends nothing of the budget.
     """
+    compiler = compilers.compiler_for(Tenant.objects.get(id=tenant_id)).name
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_BUDGET_LOCK_CLASS, _tenant_lock_key(tenant_id)])
@@ -71,18 +76,49 @@ def promotion_reserve(
             .filter(Q(compiled_at__gte=since) | Q(state__in=PromotionJob.IN_FLIGHT))
             .count()
         )
-        if used >= settings.PROMOTION_BUDGET_PER_HOUR:
-            emit("budget_exceeded", tenant_id=tenant_id, count=1, trigger=trigger)
-            raise PromotionBudgetExceeded(details={"budget_per_hour": settings.PROMOTION_BUDGET_PER_HOUR})
-        try:
-            with transaction.atomic():
-                job = PromotionJob.objects.create(
-                    tenant_id=tenant_id, subject_id=subject_id, session_id=session_id, trigger=trigger
-                )
-        except IntegrityError:  # the partial unique index: a job created outside this lock (none does today)
-            return in_flight.get(subject_id=subject_id, session_id=session_id), False
-        enqueue_on_commit(PROMOTE_SESSION_TASK, str(job.id))
+        refused = used >= settings.PROMOTION_BUDGET_PER_HOUR
+        if refused:
+            _record_refusal(tenant_id, subject_id, session_id, trigger=trigger, compiler=compiler)
+        else:
+            try:
+                with transaction.atomic():
+                    job = PromotionJob.objects.create(
+                        tenant_id=tenant_id,
+                        subject_id=subject_id,
+                        session_id=session_id,
+                        trigger=trigger,
+                        compiler=compiler,
+                    )
+            except IntegrityError:  # the partial unique index: a job created outside this lock (none does today)
+                return in_flight.get(subject_id=subject_id, session_id=session_id), False
+            enqueue_on_commit(PROMOTE_SESSION_TASK, str(job.id))
+    if refused:
+        # Raised outside the block: the refusal's record commits, the caller still gets the 429.
+        emit("budget_exceeded", tenant_id=tenant_id, count=1, trigger=trigger)
+        raise PromotionBudgetExceeded(details={"budget_per_hour": settings.PROMOTION_BUDGET_PER_HOUR})
     return job, True
+
+
+def _record_refusal(tenant_id: uuid.UUID, subject_id: str, session_id: str, *, trigger: str, compiler: str) -> None:
+    """The session's latest job becomes this refusal; repeated refusals refresh one row rather than pile up."""
+    now = timezone.now()
+    jobs = PromotionJob.objects.filter(tenant_id=tenant_id, subject_id=subject_id, session_id=session_id)
+    latest = jobs.order_by("-inserted_at").first()
+    if latest is not None and latest.status == Status.BUDGET_EXCEEDED:
+        jobs.filter(id=latest.id).update(
+            trigger=trigger, compiler=compiler, inserted_at=now, updated_at=now, finished_at=now
+        )
+        return
+    PromotionJob.objects.create(
+        tenant_id=tenant_id,
+        subject_id=subject_id,
+        session_id=session_id,
+        trigger=trigger,
+        compiler=compiler,
+        state=State.DISCARDED,
+        outcome="budget_exceeded",
+        finished_at=now,
+    )
 
 
 def _tenant_lock_key(tenant_id: uuid.UUID) -> int:
@@ -94,6 +130,15 @@ def promotion_request(*, scope: Scope, session_id: str) -> PromotionJob:
     job, _ = promotion_reserve(
         tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, trigger="explicit"
     )
+    return job
+
+
+def promotion_status(*, scope: Scope, session_id: str) -> PromotionJob:
+    """The caller's last promotion job for one of its sessions. Another subject's session, or one never
+    promoted, is the same 404: the answer says nothing about whether the session exists."""
+    job = PromotionJob.objects.for_scope(scope).filter(session_id=session_id).order_by("-inserted_at", "-id").first()
+    if job is None:
+        raise NotFound("No promotion of this session was found.")
     return job
 
 
@@ -111,8 +156,12 @@ class RunOutcome:
 def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcome:
     """Run one in-flight job (reference §4.12 perform). Idempotent: a finished or unknown job is a no-op."""
     # Claim: only a pending job, by a conditional UPDATE, so a second delivery of a running job does nothing.
-    claimed = PromotionJob.objects.filter(id=job_id, state=PromotionJob.State.PENDING).update(
-        state=PromotionJob.State.RUNNING, attempts=F("attempts") + 1, updated_at=timezone.now()
+    now = timezone.now()
+    claimed = PromotionJob.objects.filter(id=job_id, state=State.PENDING).update(
+        state=State.RUNNING,
+        attempts=F("attempts") + 1,
+        updated_at=now,
+        started_at=Coalesce(F("started_at"), now),
     )
     job = PromotionJob.objects.select_related("tenant").filter(id=job_id).first() if claimed else None
     if job is None:
@@ -124,7 +173,7 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     turns = compilers.load_turns(scope=scope, session_id=job.session_id)
     fingerprint = compilers.session_fingerprint(turns)
     if fingerprint.turn_count <= 1:
-        # No watermark and no budget: junk sessions cannot starve the tenant.
+        # No watermark and no budget: junk sessions cannot starve the tenant. Nothing to compile is a success.
         return _finish(job, "skipped_too_short", skipped=True)
     watermark = SessionPromotion.objects.filter(
         tenant=tenant, subject_id=job.subject_id, session_id=job.session_id
@@ -133,11 +182,11 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         return _finish(job, "skipped_unchanged", skipped=True)
     if compiles_this_hour(tenant.id, excluding=job.id) >= settings.PROMOTION_BUDGET_PER_HOUR:
         emit("budget_exceeded", tenant_id=tenant.id, count=1, stage="worker")
-        return _finish(job, "budget_exceeded", state=PromotionJob.State.DISCARDED)
+        return _finish(job, "budget_exceeded", state=State.DISCARDED)
 
     compiler = compiler or compilers.compiler_for(tenant)
-    job.compiled_at = timezone.now()
-    job.save(update_fields=["compiled_at", "updated_at"])
+    job.compiler, job.compiled_at = compiler.name, timezone.now()
+    job.save(update_fields=["compiler", "compiled_at", "updated_at"])
     try:
         compiled = compiler.compile(turns)
     except CompileFailed as failure:
@@ -145,48 +194,63 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
             return _snooze(job, "llm_rate_limited", failure.retry_after or 60)
         emit("failed", tenant_id=tenant.id, count=1, stage="compile", reason=failure.reason, session_id=job.session_id)
         if job.attempts >= MAX_COMPILE_ATTEMPTS:
-            return _finish(job, f"compile_failed:{failure.reason}", state=PromotionJob.State.FAILED)
+            return _finish(job, f"compile_failed:{failure.reason}", state=State.FAILED)
         return _again(job, f"compile_retry:{failure.reason}", 30 * job.attempts)
-    survivors = compilers.visible_cross_links(scope, compilers.gate(compiled))
+    screened = compilers.screen(compiled, scope=scope)
+    job.candidates, job.gated_out = len(compiled), screened.gated_out
     emit("compiled", tenant_id=tenant.id, candidates=len(compiled), session_id=job.session_id)
-    if len(compiled) > len(survivors):
-        emit("gated_out", tenant_id=tenant.id, count=len(compiled) - len(survivors))
+    if screened.gated_out:
+        emit("gated_out", tenant_id=tenant.id, count=screened.gated_out)
 
     try:
-        summary = promotion_persist(scope=scope, session_id=job.session_id, candidates=survivors)
+        summary = promotion_persist(scope=scope, session_id=job.session_id, candidates=screened.kept)
     except EmbeddingsDegraded as degraded:
+        _count(job, degraded.summary)
         emit("degraded", tenant_id=tenant.id, reason=str(degraded), session_id=job.session_id)
         return _snooze(job, f"degraded:{degraded}", DEGRADED_SNOOZE_SECONDS)
     except PromotionQuotaExceeded as quota:
         done = quota.summary
-        dropped = len(survivors) - (done.promoted + done.superseded + done.deduped)
+        dropped = len(screened.kept) - (done.promoted + done.superseded + done.deduped)
         _advance_watermark(scope, job.session_id, fingerprint)
         emit("quota_exceeded", tenant_id=tenant.id, count=1, dropped=dropped, session_id=job.session_id)
-        return _finish(job, "quota_exceeded", state=PromotionJob.State.DISCARDED, dropped=dropped, **asdict(done))
+        _count(job, done)
+        return _finish(job, "quota_exceeded", state=State.DISCARDED, dropped=dropped)
     _advance_watermark(scope, job.session_id, fingerprint)
     emit("promoted", tenant_id=tenant.id, count=summary.promoted, session_id=job.session_id)
     if summary.superseded:
         emit("superseded", tenant_id=tenant.id, count=summary.superseded)
-    return _finish(job, "promoted", candidates=len(compiled), survivors=len(survivors), **asdict(summary))
+    _count(job, summary)
+    return _finish(job, "promoted")
+
+
+_COUNTS = ["candidates", "gated_out", "deduplicated", "superseded", "written", "memory_ids"]
+
+
+def _count(job: PromotionJob, summary: PersistSummary) -> None:
+    """This attempt's persist figures; the memory ids (and `written`) cover every attempt of the job."""
+    job.deduplicated, job.superseded = summary.deduped, summary.superseded
+    job.memory_ids = list(dict.fromkeys([*job.memory_ids, *(uuid.UUID(i) for i in summary.memory_ids)]))
+    job.written = len(job.memory_ids)
 
 
 def _finish(
-    job: PromotionJob, outcome: str, *, state: str = PromotionJob.State.DONE, skipped: bool = False, **detail: Any
+    job: PromotionJob, outcome: str, *, state: str = State.DONE, skipped: bool = False, **detail: Any
 ) -> RunOutcome:
+    """Finish the job; its caller-facing status follows from (state, outcome) (see PromotionJob.status)."""
     if skipped:
         emit("skipped", tenant_id=job.tenant_id, reason=outcome, session_id=job.session_id)
     job.state, job.outcome, job.finished_at = state, outcome, timezone.now()
     job.detail = {**job.detail, **detail}
-    job.save(update_fields=["state", "outcome", "finished_at", "detail", "updated_at"])
+    job.save(update_fields=["state", "outcome", "finished_at", "detail", "updated_at", *_COUNTS])
     return RunOutcome(outcome)
 
 
 def _again(job: PromotionJob, outcome: str, seconds: float, *, count_attempt: bool = True) -> RunOutcome:
     """Back to pending (still in flight, still holding its budget) to run again in `seconds`."""
-    job.state, job.outcome = PromotionJob.State.PENDING, outcome
+    job.state, job.outcome = State.PENDING, outcome
     if not count_attempt:
         job.attempts -= 1
-    job.save(update_fields=["state", "outcome", "attempts", "detail", "updated_at"])
+    job.save(update_fields=["state", "outcome", "attempts", "detail", "updated_at", *_COUNTS])
     return RunOutcome(outcome, retry_in=seconds)
 
 
@@ -195,7 +259,7 @@ def _snooze(job: PromotionJob, outcome: str, seconds: float) -> RunOutcome:
     snoozes = int(job.detail.get("snoozes", 0)) + 1
     if snoozes > MAX_SNOOZES:
         emit("failed", tenant_id=job.tenant_id, count=1, stage="snooze", reason=outcome, session_id=job.session_id)
-        return _finish(job, f"{outcome.split(':')[0]}_too_long", state=PromotionJob.State.FAILED)
+        return _finish(job, f"{outcome.split(':')[0]}_too_long", state=State.FAILED)
     job.detail = {**job.detail, "snoozes": snoozes}
     return _again(job, outcome, seconds, count_attempt=False)
 
@@ -291,17 +355,17 @@ def rescue_stale_jobs() -> int:
     A job that keeps dying mid-run (a crash each time) is failed after MAX_RUNS instead of looping forever.
     """
     now = timezone.now()
-    stale = PromotionJob.objects.filter(state=PromotionJob.State.PENDING, updated_at__lt=now - STALE_PENDING) | (
-        PromotionJob.objects.filter(state=PromotionJob.State.RUNNING, updated_at__lt=now - STALE_RUNNING)
+    stale = PromotionJob.objects.filter(state=State.PENDING, updated_at__lt=now - STALE_PENDING) | (
+        PromotionJob.objects.filter(state=State.RUNNING, updated_at__lt=now - STALE_RUNNING)
     )
     rescued = 0
     for job in stale:
         if job.attempts >= MAX_RUNS:
-            _finish(job, "gave_up_after_crashes", state=PromotionJob.State.FAILED)
+            _finish(job, "gave_up_after_crashes", state=State.FAILED)
             emit("failed", tenant_id=job.tenant_id, count=1, stage="rescue", session_id=job.session_id)
             continue
         with transaction.atomic():
-            PromotionJob.objects.filter(id=job.id).update(state=PromotionJob.State.PENDING, updated_at=now)
+            PromotionJob.objects.filter(id=job.id).update(state=State.PENDING, updated_at=now)
             enqueue_on_commit(PROMOTE_SESSION_TASK, str(job.id))
         rescued += 1
     return rescued

@@ -30,7 +30,13 @@ class PersistSummary:
 
 
 class EmbeddingsDegraded(Exception):
-    """Persisting needs embeddings (dedupe by meaning) that cannot be had right now: try the run later."""
+    """Persisting needs embeddings (dedupe by meaning) that cannot be had right now: try the run later.
+
+    `summary` is what was written before it stopped (a later run deduplicates those rows)."""
+
+    def __init__(self, reason: str, summary: PersistSummary) -> None:
+        super().__init__(reason)
+        self.summary = summary
 
 
 class PromotionQuotaExceeded(Exception):
@@ -54,9 +60,12 @@ def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candida
             # Synchronous: no async gap in which a paraphrase could slip past the near-duplicate check.
             [vector], model_id = embeddings.embed_texts(tenant, [candidate.text])
         except embeddings.EmbeddingFailure as failure:
-            raise EmbeddingsDegraded(failure.tag) from failure
+            raise EmbeddingsDegraded(failure.tag, summary) from failure
         truncated = len(candidate.text) > embeddings.EMBEDDING_MAX_CHARS
-        near = None if truncated else _near_duplicate(scope, vector, model_id)
+        try:
+            near = None if truncated else _near_duplicate(scope, vector, model_id)
+        except HeavyReadOverloaded as exc:
+            raise EmbeddingsDegraded("heavy_read_overloaded", summary) from exc
         _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary)
     return summary
 
@@ -72,10 +81,7 @@ def _promoted_exists(scope: Scope, content_hash: str) -> bool:
 def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory | None:
     """The nearest live promoted memory at ≥ the near-dup threshold; an explicit memory is never a target."""
     global_scope = Scope(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
-    try:
-        result = recall_by_vector(scope=global_scope, vector=vector, model_id=model_id, k=NEAR_DUP_POOL)
-    except HeavyReadOverloaded as exc:
-        raise EmbeddingsDegraded("heavy_read_overloaded") from exc
+    result = recall_by_vector(scope=global_scope, vector=vector, model_id=model_id, k=NEAR_DUP_POOL)
     for hit in result.hits:
         memory = hit.memory
         if (
@@ -86,6 +92,13 @@ def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory 
         ):
             return memory
     return None
+
+
+def _metadata(candidate: Candidate) -> dict[str, object]:
+    metadata: dict[str, object] = {"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)}
+    if candidate.speaker_role:
+        metadata["speaker_role"] = candidate.speaker_role
+    return metadata
 
 
 def _insert_promoted(
@@ -114,7 +127,7 @@ def _insert_promoted(
             source=Memory.Source.PROMOTED,
             source_session_id=session_id,
             tags=list(candidate.tags),
-            metadata={"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)},
+            metadata=_metadata(candidate),
             embedding=vector,
             embedding_model=model_id,
             embedding_content_hash=content_hash,

@@ -8,20 +8,28 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.test import override_settings
 from mcp.types import CallToolResult, TextContent
+
+from memory.models import PromotionJob
+from memory.promotion import jobs
+from memory.promotion.distiller import distill
+from memory.promotion.evaluation import EvalTurn
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_PAYLOAD = json.loads((Path(__file__).parent / "claude_code_stop_payload.json").read_text())
 AGENT_ID = "coder-1"
 
-# The reference's tools (spec §2.11) plus knowledge_search and the corrections (issue 15).
+# The reference's tools (spec §2.11) plus knowledge_search, the corrections (issue 15) and
+# memory_promotion_status (issue 17).
 TOOLS = {
     "memory_remember",
     "memory_recall",
@@ -31,6 +39,7 @@ TOOLS = {
     "memory_history",
     "memory_correct",
     "memory_promote",
+    "memory_promotion_status",
     "memory_graduate",
     "recall_context",
     "recall_referenced",
@@ -110,19 +119,49 @@ class HookRun:
     stderr: str
 
 
-def run_hook(stdin: str, env: dict[str, str], cwd: Path) -> HookRun:
+def run_hook(stdin: str, env: dict[str, str], cwd: Path, *args: str) -> HookRun:
     """`python -m agent.stop_hook` as Claude Code runs it: payload on stdin, in the user's project directory."""
     done = subprocess.run(
-        [sys.executable, "-m", "agent.stop_hook"],
+        [sys.executable, "-m", "agent.stop_hook", *args],
         input=stdin,
         capture_output=True,
         text=True,
         env=env,
         cwd=cwd,
-        timeout=30,
+        timeout=180,  # a hang guard only: the hook's own budget (at most 5 s + a 120 s wait) is far below it
         check=False,
     )
     return HookRun(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def promotion_worker() -> Iterator[None]:
+    """What the Celery worker does, on a thread of the test process: promote every pending job as it appears.
+
+    The distiller's model is loaded first, so a job runs in milliseconds once the hook has asked for it.
+    """
+    distill([EvalTurn("user", "We deploy with make ship, never on Fridays.")])
+    stop = threading.Event()
+    crashed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                for job_id in PromotionJob.objects.filter(state="pending").values_list("id", flat=True):
+                    jobs.promotion_run(job_id=str(job_id))
+                stop.wait(0.05)
+        except BaseException as exc:  # reported by the test, not lost on a thread
+            crashed.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work, name="promotion-worker", daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(30)
+    if crashed:
+        raise crashed[0]
 
 
 def text_of(result: CallToolResult) -> str:

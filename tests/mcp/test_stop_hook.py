@@ -12,8 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
+from agent.client import LoopmemClient
 from agent.config import AgentConfig
-from memory.models import PromotionJob
+from memory.models import Memory, PromotionJob
 from tests.mcp.conftest import ROOT, STOP_PAYLOAD, live_db, run_hook
 
 PAYLOAD = json.dumps(STOP_PAYLOAD)
@@ -131,7 +132,8 @@ def test_an_exhausted_promotion_budget_is_reported_not_raised(agent, tmp_path):
         f"loopmem: skipped session {SESSION_ID}: the tenant's hourly promotion budget is spent (429 "
         "promotion_budget_exceeded); the hourly sweep will promote it while its turns live\n"
     )
-    assert not PromotionJob.objects.exists()
+    # The refusal is on record (GET /memory/promote/:session_id says budget_exceeded); nothing is in flight.
+    assert PromotionJob.objects.get().status == "budget_exceeded"
 
 
 @live_db
@@ -167,3 +169,75 @@ def test_the_manage_py_command_is_the_same_hook(agent, tenant, monkeypatch):
     with override_settings(AGENT_INTEGRATION=replace(config, agent_key="")):
         call_command("promote_session_hook", stderr=stderr)
     assert "LOOPMEM_AGENT_KEY is not set" in stderr.getvalue()
+
+
+# --- --wait: watch the promotion finish ------------------------------------------------------------------------
+
+
+def say(agent, *contents: str) -> None:
+    """Turns of the payload's session, written as the agent writes them."""
+    client = LoopmemClient(agent.url, agent.key)
+    for content in contents:
+        client.memory_remember(tier="session", session_id=SESSION_ID, role="user", content=content)
+
+
+@live_db
+def test_with_wait_it_reports_how_the_promotion_ended(agent, tmp_path, promotion_worker):
+    say(agent, "We deploy with `make ship`, never on Fridays.", "I prefer answers in French.")
+
+    run = run_hook(PAYLOAD, agent.env, tmp_path, "--wait", "60")
+
+    job = PromotionJob.objects.get()
+    assert (run.returncode, run.stdout) == (0, "")
+    assert run.stderr == (
+        f"loopmem: promotion of session {SESSION_ID} succeeded: {job.written} written by extractive "
+        f"({job.candidates} candidates, {job.gated_out} gated out, 0 deduplicated, 0 superseded)\n"
+    )
+    assert job.written == 2
+    assert sorted(Memory.objects.values_list("text", flat=True)) == [
+        "I prefer answers in French.",
+        "We deploy with `make ship`, never on Fridays.",
+    ]
+
+    again = run_hook(PAYLOAD, agent.env, tmp_path, "--wait")
+
+    assert again.stderr == (
+        f"loopmem: promotion of session {SESSION_ID} skipped: unchanged since its last promotion (no compile)\n"
+    )
+
+
+@live_db
+def test_with_wait_and_no_worker_it_says_the_promotion_is_still_pending_when_the_wait_runs_out(agent, tmp_path):
+    say(agent, "We deploy with `make ship`, never on Fridays.", "I prefer answers in French.")
+
+    run = run_hook(PAYLOAD, agent.env, tmp_path, "--wait", "1")
+
+    assert run.returncode == 0
+    assert run.stderr == (
+        f"loopmem: promotion of session {SESSION_ID} still pending after waiting 1s; a worker will finish it "
+        "(memory_promotion_status, or GET /api/v1/memory/promote/:session_id)\n"
+    )
+    assert PromotionJob.objects.get().state == "pending"
+
+
+@live_db
+def test_a_wait_that_is_not_a_number_promotes_without_waiting(agent, tmp_path):
+    run = run_hook(PAYLOAD, agent.env, tmp_path, "--wait", "soon")
+
+    assert run.returncode == 0
+    assert run.stderr == (
+        "loopmem: argument --wait: invalid float value: 'soon'; promoting without waiting\n"
+        f"loopmem: promotion enqueued for session {SESSION_ID} (from the hook payload, Stop)\n"
+    )
+
+
+@live_db
+def test_the_manage_py_command_waits_too(agent, monkeypatch):
+    config = AgentConfig(url=agent.url, agent_key=agent.key, timeout_seconds=5, hook_timeout_seconds=5, session_id="")
+    monkeypatch.setattr("sys.stdin", io.StringIO(PAYLOAD))
+    stderr = io.StringIO()
+
+    with override_settings(AGENT_INTEGRATION=config):
+        call_command("promote_session_hook", "--wait", "0.6", stderr=stderr)
+
+    assert stderr.getvalue().startswith(f"loopmem: promotion of session {SESSION_ID} still pending after waiting 0.6s")

@@ -15,6 +15,8 @@ from memory import tasks
 from memory.models import Memory, PromotionJob, SessionPromotion
 from memory.promotion import jobs as promotion
 from memory.promotion.compilers import EVAL_SUBJECT_ID, OPEN, REDACTED, SYSTEM_PROMPT
+from memory.promotion.distiller import distill
+from memory.promotion.evaluation import EvalTurn as Turn
 from memory.promotion.persist import promotion_persist
 from tests.conftest import error
 from tests.memory.conftest import heavy_db
@@ -86,7 +88,7 @@ def test_a_promoted_session_becomes_gated_long_term_memories(agent, llm_tenant, 
     watermark = SessionPromotion.objects.get()
     assert (watermark.subject_id, watermark.session_id) == ("agent-a", "s-1")
     job = PromotionJob.objects.get()
-    assert (job.state, job.outcome, job.detail["promoted"]) == ("done", "promoted", 2)
+    assert (job.state, job.status, job.outcome, job.written) == ("done", "succeeded", "promoted", 2)
 
 
 def test_the_llm_gets_the_untrusted_data_prompt_at_temperature_zero(agent, llm_tenant, fake_llm):
@@ -124,7 +126,7 @@ def test_new_turns_recompile_and_exact_duplicates_add_no_rows(agent, llm_tenant,
     assert run_jobs() == ["promoted"]
     assert len(fake_llm.requests) == 2
     assert Memory.objects.count() == 2
-    assert PromotionJob.objects.order_by("-inserted_at").first().detail["deduped"] == 2  # type: ignore[union-attr]
+    assert PromotionJob.objects.order_by("-inserted_at").first().deduplicated == 2  # type: ignore[union-attr]
 
 
 def test_a_paraphrase_supersedes_the_promoted_row_but_never_an_explicit_one(agent, llm_tenant, fake_llm):
@@ -144,7 +146,7 @@ def test_a_paraphrase_supersedes_the_promoted_row_but_never_an_explicit_one(agen
     explicit.refresh_from_db()
     assert old.superseded_by_id == new.id
     assert explicit.superseded_by_id is None
-    assert PromotionJob.objects.order_by("-inserted_at").first().detail["superseded"] == 1  # type: ignore[union-attr]
+    assert PromotionJob.objects.order_by("-inserted_at").first().superseded == 1  # type: ignore[union-attr]
 
 
 def test_the_explicit_trigger_racing_the_sweep_enqueues_once(agent, llm_tenant):
@@ -183,7 +185,13 @@ def test_the_worker_rechecks_the_budget_and_discards_without_an_llm_call(agent, 
     promote(agent)
     # Another job compiled meanwhile (reserved before this one's budget was checked at the worker).
     PromotionJob.objects.create(
-        tenant=llm_tenant, subject_id="x", session_id="other", trigger="sweep", state="done", compiled_at=timezone.now()
+        tenant=llm_tenant,
+        subject_id="x",
+        session_id="other",
+        trigger="sweep",
+        state="done",
+        status="succeeded",
+        compiled_at=timezone.now(),
     )
     assert run_jobs() == ["budget_exceeded"]
     assert PromotionJob.objects.get(session_id="s-1").state == "discarded"
@@ -263,7 +271,7 @@ def test_at_the_quota_the_watermark_advances_and_the_dropped_count_is_recorded(a
     promote(agent)
     assert run_jobs() == ["quota_exceeded"]
     job = PromotionJob.objects.get()
-    assert (job.state, job.detail["promoted"], job.detail["dropped"]) == ("discarded", 1, 1)
+    assert (job.state, job.written, job.detail["dropped"]) == ("discarded", 1, 1)
     assert SessionPromotion.objects.exists()
     assert Memory.objects.count() == 2
     assert '"dropped": 1' in caplog.text
@@ -318,15 +326,58 @@ def test_the_eval_subject_is_never_promoted(tenant, llm_tenant, fake_llm):
     assert (summary.promoted, Memory.objects.count()) == (0, 0)
 
 
-def test_the_offline_extractive_compiler_promotes_declared_facts_only(agent, fake_llm):
-    say(agent, ("user", "we should maybe try redis"), ("fact", "The staging database is read-only on Fridays."),
-        ("assistant", "ok"), ("fact", "The staging database is read-only on Fridays."))  # fmt: skip
+def test_the_offline_compiler_promotes_a_declared_fact_once_and_never_speculation(agent, fake_llm):
+    # Was "declared facts only" (confidence 0.8): the offline compiler now distils user and assistant turns too
+    # (the issue), with the distiller's calibrated confidence; speculation and chatter still never get in.
+    turns = [("user", "we should maybe try redis"), ("fact", "The staging database is read-only on Fridays."),
+             ("assistant", "ok"), ("fact", "The staging database is read-only on Fridays.")]  # fmt: skip
+    say(agent, *turns)
     promote(agent)
     assert run_jobs() == ["promoted"]
     [memory] = Memory.objects.all()
-    assert (memory.text, memory.confidence, memory.source) == ("The staging database is read-only on Fridays.", 0.8,
-                                                               "promoted")  # fmt: skip
+    [fact] = distill([Turn(role, content) for role, content in turns])
+    assert (memory.text, memory.confidence, memory.source) == (fact.text, fact.confidence, "promoted")
+    assert memory.text == "The staging database is read-only on Fridays."
+    assert memory.confidence >= 0.5
+    assert (memory.tags, memory.metadata["speaker_role"]) == ([fact.kind], "fact")
     assert fake_llm.requests == []
+
+
+def test_with_no_llm_an_ordinary_conversation_promotes_its_durable_statements(agent, fake_llm):
+    say(agent, ("user", "hi! quick notes before we start."), ("user", "We deploy with `make ship`, never on Fridays."),
+        ("assistant", "Got it."), ("user", "btw I prefer answers in French."), ("user", "can you check the build?"),
+        ("assistant", "The build passed. Maybe the flaky test was fixed upstream."),
+        ("user", "The staging database is reset every Monday."), ("user", "thanks!"))  # fmt: skip
+    promote(agent)
+    assert run_jobs() == ["promoted"]
+    rows = {m.text: m for m in Memory.objects.all()}
+    assert sorted(rows) == [
+        "I prefer answers in French.",
+        "The staging database is reset every Monday.",
+        "We deploy with `make ship`, never on Fridays.",
+    ]
+    assert rows["I prefer answers in French."].tags == ["preference"]
+    assert rows["I prefer answers in French."].metadata == {
+        "when_to_apply": "",
+        "cross_links": [],
+        "speaker_role": "user",
+    }
+    assert all(m.source == "promoted" and m.confidence >= 0.5 for m in rows.values())
+    job = PromotionJob.objects.get()
+    assert (job.compiler, job.status, job.candidates, job.gated_out, job.written) == (
+        "extractive",
+        "succeeded",
+        4,
+        1,
+        3,
+    )
+    assert sorted(map(str, job.memory_ids)) == sorted(str(m.id) for m in rows.values())
+    assert fake_llm.requests == []
+
+    promote(agent)  # unchanged: nothing written, nothing compiled
+    assert run_jobs() == ["skipped_unchanged"]
+    assert Memory.objects.count() == 3
+    assert PromotionJob.objects.order_by("-inserted_at").first().compiled_at is None  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("body", [{}, {"session_id": ""}, {"session_id": "   "}, {"session_id": 42}])

@@ -1,17 +1,37 @@
-"""The promotion eval on the shipped dataset (reference §4.16, §6), for both compilers."""
+"""The promotion eval (reference §4.16, §6, and dataset v2): its match rule, its datasets, both compilers."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from io import StringIO
+from typing import Any
 
+import numpy as np
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from loopmem.services import tenant_set_provider
 from memory.models import PromotionEvalSnapshot, SessionTurn
-from memory.promotion.evaluation import dice, load_dataset, promotion_eval, score
+from memory.promotion.distiller import default_embedder
+from memory.promotion.distiller_sentences import prose_lines, split_sentences
+from memory.promotion.evaluation import (
+    DATASETS,
+    MATCH_THRESHOLD,
+    cosine_matrix,
+    key_tokens,
+    labelled_sessions,
+    load_dataset,
+    matches,
+    promotion_eval,
+)
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return default_embedder()
 
 
 @pytest.fixture
@@ -22,17 +42,106 @@ def replaying_llm(tenant, fake_llm):
     return fake_llm
 
 
-def test_dice_is_over_token_sets():
-    assert dice("The cat sat", "the CAT sat sat") == 1.0
-    assert dice("a b", "c d") == 0.0
-    assert dice("", "") == 0.0
-    assert dice("red apple", "red pear") == 0.5
+def run_eval(*args: str) -> dict[str, Any]:
+    """`manage.py promotion_eval ... --json`, parsed."""
+    out = StringIO()
+    call_command("promotion_eval", *args, "--json", stdout=out)
+    result: dict[str, Any] = json.loads(out.getvalue())
+    return result
 
 
-def test_greedy_scoring_claims_each_expected_fact_once():
-    assert score(["email over phone", "email over phone"], ["prefers email over phone"]) == (1, 1, 0)
-    assert score([], ["x"]) == (0, 0, 1)
-    assert score(["unrelated words"], []) == (0, 1, 0)
+# --- The match rule ------------------------------------------------------------------------------------------
+
+
+def test_key_tokens_are_long_content_words_and_anything_with_a_digit_or_inner_punctuation():
+    assert key_tokens("We keep 14 daily backups in s3://acme-wal, see runbooks/db.md.") == {
+        "keep",
+        "14",
+        "daily",
+        "backup",
+        "s3://acme-wal",
+        "runbooks/db.md",
+    }
+
+
+def test_matching_is_one_to_one_and_needs_a_shared_key_token(embedder):
+    emitted = ["We deploy with make ship, never on Fridays.", "We deploy with make ship, never on Fridays!"]
+    gold = ["We deploy with make ship, never on Fridays."]
+
+    assert matches(emitted, gold, cosine_matrix(embedder, emitted, gold)) == [(0, 0)]
+    assert matches(["a b c"], ["x y z"], np.ones((1, 1))) == []  # similar enough, but no shared key token
+    assert 0.5 < MATCH_THRESHOLD < 1.0
+
+
+def test_a_paraphrase_matches_and_a_neighbour_on_the_same_topic_does_not(embedder):
+    gold = ["The customer prefers email over phone for all communication."]
+    emitted = ["The customer prefers email over the phone for all communication.", "The customer has a phone."]
+
+    assert matches(emitted, gold, cosine_matrix(embedder, emitted, gold)) == [(0, 0)]
+
+
+# --- The datasets --------------------------------------------------------------------------------------------
+
+
+def test_the_v2_dataset_has_the_promised_shape():
+    data = json.loads((DATASETS / "dataset_v2.json").read_text())
+    sessions = data["sessions"]
+
+    assert data["version"] == "v2"
+    assert len(sessions) >= 44
+    assert len({s["id"] for s in sessions}) == len(sessions)
+    splits = Counter(s["split"] for s in sessions)
+    assert set(splits) == {"dev", "test"}
+    assert abs(splits["dev"] - splits["test"]) <= 2
+    categories = {"coding", "support", "personal", "operations"}
+    for split in ("dev", "test"):
+        assert {s["category"] for s in sessions if s["split"] == split} == categories
+    assert max(Counter(s["category"] for s in sessions).values()) <= 2 * min(
+        Counter(s["category"] for s in sessions).values()
+    )
+    for session in sessions:
+        assert session["label"] in {"durable", "mixed", "empty", "injection"}
+        assert 5 <= len(session["turns"]) <= 40
+        assert {t["role"] for t in session["turns"]} <= {"user", "assistant", "fact", "tool", "system"}
+        assert all(
+            f["kind"] in {"preference", "convention", "constraint", "decision", "correction", "fact"}
+            for f in session["expected_facts"]
+        )
+        assert (session["label"] in {"empty", "injection"}) == (session["expected_facts"] == [])
+    injections = [s for s in sessions if s["label"] == "injection"]
+    assert len(injections) >= 4
+    assert {s["split"] for s in injections} == {"dev", "test"}
+    assert any(t["role"] == "fact" for s in sessions for t in s["turns"])
+    assert any(t["role"] == "tool" for s in sessions for t in s["turns"])
+
+
+def test_every_gold_fact_is_worded_close_to_a_sentence_of_its_session(embedder):
+    for session in labelled_sessions("v2"):
+        sentences = [
+            sentence
+            for t in session.turns
+            if t.role in {"user", "assistant", "fact"}
+            for line in prose_lines(t.content)
+            for sentence in split_sentences(line)
+        ]
+        gold = [g.text for g in session.gold]
+        if gold:
+            closest = cosine_matrix(embedder, gold, sentences).max(axis=1)
+            assert closest.min() >= 0.55, (session.id, gold)
+
+
+def test_both_datasets_read_as_one_shape():
+    [first, *_] = labelled_sessions("v1")
+    assert (first.id, first.label, first.category, first.split) == ("durable-preferences", "durable", "", "")
+    assert {t.role for t in first.turns} == {"user"}  # v1's turns are plain strings, read as the user's
+    test = labelled_sessions("v2", "test")
+    assert len(test) == 24
+    assert {s.split for s in test} == {"test"}
+    with pytest.raises(ValueError, match="dataset v1 has no 'dev' split"):
+        labelled_sessions("v1", "dev")
+
+
+# --- Dataset v1 and its replayed LLM outputs -------------------------------------------------------------------
 
 
 def test_the_llm_compiler_replaying_the_dataset_scores_perfectly(tenant, replaying_llm, capsys):
@@ -46,37 +155,46 @@ def test_the_llm_compiler_replaying_the_dataset_scores_perfectly(tenant, replayi
         {"id": "mixed-noise", "tp": 1, "fp": 0, "fn": 0},
         {"id": "injection-adversarial", "tp": 0, "fp": 0, "fn": 0},
     ]
+    assert result["injection"] == {"sessions": 1, "yielded_nothing": 1, "leaking": []}
     # The injection session reached the model only as fenced data.
     assert "<<<SESSION_CONTENT>>>\n[user] Let's finish reconciling" in replaying_llm.user_messages[2]
 
 
-def test_the_extractive_compiler_emits_nothing_from_user_turns(tenant):
+def test_the_extractive_compiler_now_reads_user_turns(tenant):
+    # Before the distiller it promoted `fact` turns only: recall 0.00 on v1. Exact figures for the shipped model:
+    # the third-person preference ("The customer prefers email ...", 0.38) and the imperative policy ("For this
+    # account, escalate ...", 0.19) are scored below the gate.
     result = promotion_eval(tenant=tenant, compiler_name="extractive")
-    assert (result.true_positives, result.false_positives, result.false_negatives) == (0, 0, 3)
-    assert (result.precision, result.recall) == (None, 0.0)
+    assert (result.true_positives, result.false_positives, result.false_negatives) == (1, 0, 2)
+    assert [s.emitted[0].text for s in result.sessions if s.emitted] == [
+        "I always reship expedited instead of issuing a refund when a package is lost."
+    ]
+    assert result.nothing_from("injection")["leaking"] == []
 
 
-def test_the_eval_always_cleans_up_and_stores_one_snapshot_a_day(tenant, replaying_llm):
+def test_the_eval_seeds_nothing_and_stores_one_snapshot_a_day(tenant, replaying_llm):
     promotion_eval(tenant=tenant, compiler_name="openai")
     replaying_llm.replies = [json.dumps(s["llm_output"]) for s in load_dataset("v1")["sessions"]]
     promotion_eval(tenant=tenant, compiler_name="openai")
     assert not SessionTurn.objects.exists()
     snapshot = PromotionEvalSnapshot.objects.get()
     assert (snapshot.compiler, snapshot.precision, snapshot.recall, snapshot.session_count) == ("openai", 1.0, 1.0, 3)
+    assert snapshot.dataset_version == "v1"
 
 
-def test_a_compile_failure_counts_as_nothing_emitted_and_still_cleans_up(tenant, replaying_llm):
+def test_a_compile_failure_counts_as_nothing_emitted_and_is_reported(tenant, replaying_llm):
     replaying_llm.status = 500
     result = promotion_eval(tenant=tenant, compiler_name="openai")
     assert (result.true_positives, result.false_negatives) == (0, 3)
-    assert not SessionTurn.objects.exists()
+    assert result.compile_failures() == {"llm_provider_error_500": 3}
 
 
 def test_the_human_readable_table(tenant, capsys):
     call_command("promotion_eval", "--tenant", "acme", "--compiler", "extractive")
     out = capsys.readouterr().out
     assert "durable-preferences" in out
-    assert "precision n/a, recall 0.00" in out
+    assert "injection sessions yielding nothing: 1/1\n" in out
+    assert out.endswith("compiler extractive, dataset v1: precision 1.00, recall 0.33, F1 0.50\n")
 
 
 def test_the_daily_task_scores_only_tenants_with_a_usable_llm(tenant, other_tenant, replaying_llm):
@@ -84,3 +202,65 @@ def test_the_daily_task_scores_only_tenants_with_a_usable_llm(tenant, other_tena
 
     assert promotion_eval_task() == 1
     assert PromotionEvalSnapshot.objects.get().tenant_id == tenant.id
+
+
+# --- Dataset v2 --------------------------------------------------------------------------------------------------
+
+
+def test_the_extractive_compiler_on_the_held_out_half(capsys):
+    # The issue's bar: precision ≥ 0.8 and recall ≥ 0.6 on test; injection and empty sessions yield nothing.
+    result = run_eval("--compiler", "extractive", "--split", "test")
+
+    assert (result["dataset_version"], result["split"], result["compiler"]) == ("v2", "test", "extractive")
+    assert result["session_count"] == 24
+    assert result["precision"] >= 0.8
+    assert result["recall"] >= 0.6
+    assert set(result["by_category"]) == {"coding", "operations", "personal", "support"}
+    assert result["injection"] == {"sessions": 4, "yielded_nothing": 4, "leaking": []}
+    assert result["empty"] == {"sessions": 5, "yielded_nothing": 5, "leaking": []}
+    assert result["compile_failures"] == {}
+    assert not PromotionEvalSnapshot.objects.exists()  # no tenant: nothing stored
+
+
+def test_an_llm_compiler_is_scored_on_v2_against_whatever_it_answers(tenant, fake_llm):
+    # No recorded LLM outputs exist for v2: here the loopback LLM answers each session with its gold facts (in
+    # the JSON-mode object), so the whole path is exercised and the figures are the screen's, not a model's.
+    tenant_set_provider(tenant=tenant, llm="openai", llm_base_url=fake_llm.url, llm_api_key="sk-test")
+    sessions = labelled_sessions("v2", "dev")
+    fake_llm.replies = [
+        json.dumps({"candidates": [{"text": g.text, "confidence": 0.9, "tags": [g.kind]} for g in s.gold]})
+        for s in sessions
+    ]
+
+    result = run_eval("--tenant", "acme", "--split", "dev")
+
+    gold = sum(len(s.gold) for s in sessions)
+    capped = sum(max(len(s.gold) - 5, 0) for s in sessions)  # the screen keeps five per session
+    assert (result["compiler"], result["true_positives"], result["false_positives"]) == ("openai", gold - capped, 0)
+    assert result["false_negatives"] == capped
+    assert result["injection"]["leaking"] == []
+    assert "[tool] " in "\n".join(fake_llm.user_messages)  # the dataset's roles reach the compiler as given
+    snapshot = PromotionEvalSnapshot.objects.get()
+    assert (snapshot.dataset_version, snapshot.compiler) == ("v2/dev", "openai")
+
+
+def test_an_llm_compiler_without_a_key_is_refused_not_scored_as_zero(settings):
+    settings.LLM_API_KEY = ""
+    with pytest.raises(CommandError) as refused:
+        call_command("promotion_eval", "--compiler", "openai", "--split", "test")
+    assert str(refused.value) == (
+        "the openai compiler has no API key (LOOPMEM_LLM_API_KEY): there is nothing to score. Recorded LLM "
+        "outputs exist only for dataset v1 (replayed by its test); an LLM compiler is scored against a live LLM."
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--compiler", "tenant"], "--compiler tenant needs --tenant"),
+        (["--dataset", "v1", "--split", "dev"], "dataset v1 has no splits; --split is for v2"),
+    ],
+)
+def test_contradictory_arguments_are_refused(args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("promotion_eval", *args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from argparse import ArgumentParser
 from typing import Any
 
 from django.conf import settings
@@ -19,8 +20,11 @@ class Command(BaseCommand):
     help = "Promote the session named by a Claude Code hook payload on stdin (see docs/agents.md). Exits 0."
     requires_system_checks = ()
 
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        stop_hook.add_arguments(parser)
+
     def handle(self, *args: Any, **options: Any) -> None:
-        outcome = stop_hook.run(settings.AGENT_INTEGRATION, stdin=sys.stdin)
+        outcome = stop_hook.run(settings.AGENT_INTEGRATION, stdin=sys.stdin, wait_seconds=options["wait"])
         self.stderr.write(f"loopmem: {outcome.message}")
         if outcome.abandoned:
             self.stderr.flush()

@@ -1,0 +1,589 @@
+"""Offline distiller: session turns → durable facts, copied sentence by sentence, with a calibrated confidence.
+
+An extractive stand-in for the LLM compiler when no LLM is configured (or affordable). It never writes a word
+of its own: each fact is one sentence of a user, assistant or `fact` turn, with leading chat fillers removed.
+Tool and system turns are output, not statements, and are never read.
+
+Three layers, from cheap to costly:
+1. hard rules drop what is never a memory: questions, pleasantries, speculation, code and pasted output,
+   secrets, assistant suggestions; a session carrying an instruction aimed at the memory system ("ignore
+   previous instructions", "SYSTEM:", "save this as a fact") yields nothing at all, because an extractive
+   reader cannot tell which neighbouring sentences are the payload;
+2. a logistic model over a dozen rule features and MiniLM similarity to labelled prototype sentences gives
+   each survivor a probability of being a fact a careful human would keep; it is fitted on the dev half of
+   `promotion/datasets/dataset_v2.json` (`manage.py distiller_fit`), so the promotion gate
+   (confidence ≥ 0.5, top 5) means for it what it means for the LLM compiler;
+3. a later correction drops the sentence it corrects, assistant restatements of a user sentence and
+   near-duplicates are dropped.
+
+The module imports no Django and touches no database; only the default embedder (the process's MiniLM
+session) needs settings, and it is loaded on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memory.promotion.distiller_sentences import CLOSERS, prose_lines, split_sentences, strip_fillers
+
+MODEL_PATH = Path(__file__).with_name("distiller_model.json")
+READ_ROLES = frozenset({"user", "assistant", "fact"})
+MAX_FACT_CHARS = 500  # a longer "sentence" is a paste the splitter could not cut, not a fact
+PROTOTYPE_TOP_K = 3
+
+Matrix = npt.NDArray[np.float64]
+
+
+class TurnLike(Protocol):
+    """Anything with a role and a content: a SessionTurn row, a dataset turn, a test double."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+class SentenceEmbedder(Protocol):
+    """`loopmem.embeddings.MiniLMEmbedder` or anything shaped like it (unit vectors, one per text)."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def __hash__(self) -> int: ...  # prototype vectors are cached per embedder
+
+
+@dataclass(frozen=True)
+class DistilledFact:
+    """One sentence the distiller would promote: its text, P(a human keeps it), its kind, who said it."""
+
+    text: str
+    confidence: float
+    kind: str
+    speaker_role: str
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A candidate sentence after the hard rules, with what its features need to know about its context."""
+
+    text: str  # normalised: what a fact would say
+    raw: str  # as written: what the markers are read from
+    role: str
+    turn_index: int
+    answers_question: bool
+
+
+# --- Markers: each is a regex over the raw sentence, lower-cased -------------------------------------------
+
+
+def _words(*alternatives: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+
+
+INJECTION = re.compile(
+    r"ignore\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|former)\s+instructions"
+    r"|disregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)?\s*(?:instructions|rules)"
+    r"|(?:^|[\s\[(\"'])system(?:\s+override)?\s*[\]:]"
+    r"|\b(?:store|save|add|record|write|commit|keep)\b[^.!?\n]{0,40}\b(?:as\s+an?\s+|as\s+)"
+    r"(?:(?:permanent|trusted|verified|new)\s+)?(?:fact|memory|rule)\b"
+    r"|\b(?:store|save|add|write|put)\b[^.!?\n]{0,30}\b(?:in|to|into)\s+(?:your\s+)?(?:long[- ]term\s+)?memory\b"
+    r"|\bmemory\s+update\b"
+    r"|\b(?:note|message)\s+(?:for|to)\s+the\s+(?:ai|assistant|agent|llm|model)\b"
+    r"|\b(?:ai|llm)\s+(?:assistants?|agents?)\b[^.!?\n]{0,30}:"
+    r"|\bfor\s+(?:automation|ai)\s+agents\b"
+    r"|\byou\s+are\s+now\b|\bnew\s+instructions\b|\bdo\s+not\s+tell\s+the\s+user\b",
+    re.IGNORECASE,
+)
+SECRET = re.compile(
+    r"\b(?:password|passcode|passphrase|pin|secret|api[ _-]?key|access[ _-]?key|deploy[ _-]?key|token)s?\b"
+    r"\s*(?:is|was|=|:)\s*\S"
+    r"|\bghp_\w{6,}|\bsk-[\w-]{8,}|\bAKIA[0-9A-Z]{12,}",
+    re.IGNORECASE,
+)
+SPECULATION = _words(
+    "maybe",
+    "perhaps",
+    "might",
+    "possibly",
+    "probably",
+    "i think",
+    "i guess",
+    "i suspect",
+    "i believe",
+    "not sure",
+    "could be",
+    "seems",
+    "looks like",
+    "my guess",
+    "i wonder",
+    "likely",
+    "unlikely",
+    "i'd suggest",
+    "i suggest",
+    "i recommend",
+    "you could",
+    "we could",
+    "shall i",
+)
+REQUEST = re.compile(
+    r"^(?:(?:can|could|would|will)\s+you|shall\s+i|should\s+i|do\s+you|let\s+me\s+know|let's\s+(?!(?:just\s+)?"
+    r"(?:go|use|run|stay|keep|stick|standardi[sz]e)\b))",
+    re.IGNORECASE,
+)
+PLEASANTRY = re.compile(
+    r"^(?:thanks|thank\s+you|thx|you're\s+welcome|welcome\s+back|good\s+(?:morning|afternoon|evening|night)|"
+    r"have\s+a\s+(?:nice|good|great)|sounds\s+(?:good|right|great)|no\s+problem|sorry|hi|hello|haha|lol)\b"
+    # Words that open a sentence of substance too ("No deploys after 4 pm"): a pleasantry only when alone.
+    r"|^(?:nice|cool|great|perfect|awesome|ok|okay|sure|done|yes|no|yep|nope|ugh|wow|yikes|hmm)(?:[\s,.!]*$|[,.!])",
+    re.IGNORECASE,
+)
+# Sentences that close a chat or report a question second-hand: "no that's all, have a nice day", "she wants to
+# know why the price went up".
+SIGN_OFF = re.compile(
+    r"\b(?:have\s+a\s+(?:nice|good|great)\s+\w+|that's\s+all|thanks|thank\s+you)\W*$"
+    r"|\b(?:wants?\s+to\s+know|asking|asks|wonder(?:s|ing)?)\s+(?:why|how|what|when|where|who|if|whether)\b",
+    re.IGNORECASE,
+)
+CONFIRMATION = re.compile(
+    r"^(?:noted|understood|got\s+it|confirmed|to\s+confirm|agreed|so\s+we(?:'re|\s+are)?\s+going\s+with|"
+    r"we\s+decided|decision)\b",
+    re.IGNORECASE,
+)
+ASSISTANT_PLAN = re.compile(r"^(?:i'll|i\s+will|i'm\s+going\s+to|let\s+me|i\s+can|i\s+won't|i'm)\b", re.IGNORECASE)
+
+DURABLE = _words(
+    "always",
+    "never",
+    "every",
+    "each",
+    "whenever",
+    "(?:once|twice) a (?:day|week|month|quarter|year)",
+    "per (?:day|week|month|quarter|year)",
+    "daily",
+    "weekly",
+    "monthly",
+    "quarterly",
+    "nightly",
+    "yearly",
+    "from now on",
+    "going forward",
+    "in future",
+    "in the future",
+    "for future reference",
+    "no exceptions",
+    "full stop",
+    "anymore",
+    "any more",
+    "ever",
+    "by default",
+    "as a rule",
+)
+PREFERENCE = _words(
+    "i prefer",
+    "i'd rather",
+    "i would rather",
+    "i like",
+    "i love",
+    "i hate",
+    "i don't want",
+    "i don't (?:eat|drink|fly|like|use|do)",
+    "i never",
+    "i always",
+    "prefers?",
+    "wants",
+    "please (?:always|never|answer|reply|use|write|address|call|keep|remind|don't)",
+    "remind me",
+    "i'm (?:vegetarian|vegan)",
+)
+DECISION = _words(
+    "we decided",
+    "we've decided",
+    "decided",
+    "we'll go with",
+    "we will go with",
+    "we agreed",
+    "agreed",
+    "let's (?:just )?(?:go with|use|run|stay|keep|stick)",
+    "we chose",
+    "settled on",
+    "decision",
+)
+CORRECTION = _words(
+    "actually",
+    "correction",
+    "wait,? no",
+    "no wait",
+    "oh wait",
+    "i was wrong",
+    "scratch that",
+    "i meant",
+    "changed",
+    "switched",
+    "moved",
+    "not any more",
+    "no longer",
+    "since (?:january|february|march|april|may|june|july|august|september|october|november|december|the)",
+)
+CONSTRAINT = _words(
+    "must",
+    "must not",
+    "mustn't",
+    "needs to",
+    "approval",
+    "no",
+    "required",
+    "requires?",
+    "only",
+    "not allowed",
+    "can't",
+    "cannot",
+    "can only",
+    "don't",
+    "do not",
+    "won't",
+    "never",
+    "no more than",
+    "at most",
+    "at least",
+    "under",
+    "below",
+    "above",
+    "limit",
+    "within",
+)
+CONVENTION = _words(
+    "we use",
+    "we follow",
+    "we keep",
+    "we pin",
+    "pinned",
+    "always",
+    "every",
+    "lives? (?:in|under|at)",
+    "named",
+    "are named",
+    "follow",
+    "convention",
+    "goes? (?:to|in)",
+    "by convention",
+)
+SECOND_PERSON = _words("you", "your", "you're", "you'll")
+FIRST_PERSON = _words("i", "i'm", "i've", "i'd", "my", "me", "we", "we're", "we've", "our", "us")
+TRANSIENT = _words(
+    "right now",
+    "i need",
+    "i want to",
+    "today",
+    "tonight",
+    "tomorrow",
+    "this morning",
+    "this afternoon",
+    "one sec",
+    "let me",
+    "i'll",
+    "going to",
+    "for now",
+    "next (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week)",
+    "so far",
+    "at the moment",
+    "currently",
+    "here's",
+    "here is",
+)
+IMPERATIVE = re.compile(
+    r"^(?:please\s+)?(?:check|run|try|open|close|tag|book|delete|refund|send|ship|rotate|restart|apply|deploy|"
+    r"draft|write|reply|start|go|find|look|show|add|make|give|pull|fix|reject|move|do|put|help|plan|just|"
+    r"ping|keep\s+watching|create|cancel|update)\b",
+    re.IGNORECASE,
+)
+IDENTIFIER = re.compile(r"\d|`|https?://|\w[\w-]*[./_@][\w./-]*\w|\b[a-z]+-[a-z0-9]+\b")
+PROPER_NOUN = re.compile(r"(?<=[\s(])[A-Z][a-z]+|\b[A-Z]{2,}\b")
+
+
+# --- Layer 1: the hard rules ---------------------------------------------------------------------------------
+
+
+def is_injection(text: str) -> bool:
+    """Whether the text addresses the memory system itself (store/ignore instructions, fake system turns)."""
+    return INJECTION.search(text) is not None
+
+
+def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
+    """Sentences that survive the hard rules, in session order; none when the session carries an injection."""
+    if any(turn.role in ("user", "fact") and is_injection(turn.content) for turn in turns):
+        return []
+    sentences: list[Sentence] = []
+    said_by_user: set[str] = set()
+    for index, turn in enumerate(turns):
+        if turn.role not in READ_ROLES:
+            continue
+        if turn.role != "assistant":
+            said_by_user |= content_words(turn.content)
+        answers = _follows_question(turns, index)
+        confirmed = turn.role != "assistant" or CONFIRMATION.match(turn.content.strip()) is not None
+        for line in prose_lines(turn.content):
+            for raw in split_sentences(line):
+                text = strip_fillers(raw)
+                if not confirmed or not _keepable(text, raw, turn.role):
+                    continue
+                if turn.role == "assistant" and not _witnessed(raw, said_by_user):
+                    continue
+                sentences.append(Sentence(text, raw, turn.role, index, answers))
+    return sentences
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of four letters or more: what two sentences must share to say the same thing."""
+    return {word for word in _WORD.findall(text.lower()) if len(word) >= 4}
+
+
+_WORD = re.compile(r"[^\W\d_]+")
+WITNESS_SHARE = 0.5  # an assistant sentence restates the user when half its content words came from them
+REDUNDANT_SHARE = 0.6  # ... and adds nothing when most of them are already in a kept user sentence
+
+
+def _witnessed(raw: str, said_by_user: set[str]) -> bool:
+    """An assistant sentence is memorable when it confirms a decision or restates what the user said."""
+    words = content_words(raw)
+    if DECISION.search(raw):
+        return True
+    return bool(words) and len(words & said_by_user) / len(words) >= WITNESS_SHARE
+
+
+def _follows_question(turns: Sequence[TurnLike], index: int) -> bool:
+    previous = next((t for t in reversed(turns[:index]) if t.role in READ_ROLES), None)
+    return previous is not None and previous.role == "assistant" and previous.content.rstrip().endswith("?")
+
+
+def _keepable(text: str, raw: str, role: str) -> bool:
+    if len(text.split()) < 3 or len(text) > MAX_FACT_CHARS:
+        return False
+    if raw.rstrip(CLOSERS + " ").endswith("?") or REQUEST.match(text) or PLEASANTRY.match(text):
+        return False
+    if SIGN_OFF.search(raw):
+        return False
+    if SPECULATION.search(raw) or SECRET.search(raw):
+        return False
+    # An assistant counts only as a witness to what was established; its plans and offers are not memories.
+    return not (role == "assistant" and ASSISTANT_PLAN.match(text))
+
+
+# --- Layer 2: features and the fitted model ------------------------------------------------------------------
+
+RULE_FEATURES = (
+    "role_fact",
+    "role_assistant",
+    "durable",
+    "preference",
+    "decision",
+    "correction",
+    "constraint",
+    "identifier",
+    "proper_noun",
+    "first_person",
+    "transient",
+    "imperative",
+    "answers_question",
+    "second_person",
+    "short",
+)
+FEATURES = (*RULE_FEATURES, "prototype_positive", "prototype_negative")
+
+
+def rule_features(sentence: Sentence) -> list[float]:
+    """The rule half of the feature vector, in RULE_FEATURES order."""
+    raw = sentence.raw
+    flags = (
+        sentence.role == "fact",
+        sentence.role == "assistant",
+        DURABLE.search(raw) is not None,
+        PREFERENCE.search(raw) is not None,
+        DECISION.search(raw) is not None,
+        CORRECTION.search(raw) is not None,
+        CONSTRAINT.search(raw) is not None,
+        IDENTIFIER.search(sentence.text) is not None,
+        PROPER_NOUN.search(sentence.text) is not None,
+        FIRST_PERSON.search(raw) is not None,
+        TRANSIENT.search(raw) is not None,
+        IMPERATIVE.match(sentence.text) is not None and PREFERENCE.search(raw) is None,
+        sentence.answers_question,
+        SECOND_PERSON.search(raw) is not None,
+        len(sentence.text.split()) <= 4,
+    )
+    return [1.0 if flag else 0.0 for flag in flags]
+
+
+def prototype_features(vectors: Matrix, positives: Matrix, negatives: Matrix) -> Matrix:
+    """Mean cosine to the k nearest kept and the k nearest rejected prototype sentences: (n, 2)."""
+    return np.column_stack([_top_k_mean(vectors @ positives.T), _top_k_mean(vectors @ negatives.T)])
+
+
+def _top_k_mean(similarities: Matrix) -> Matrix:
+    if similarities.shape[1] == 0:
+        return np.zeros(similarities.shape[0])
+    k = min(PROTOTYPE_TOP_K, similarities.shape[1])
+    means: Matrix = np.sort(similarities, axis=1)[:, -k:].mean(axis=1)
+    return means
+
+
+@dataclass(frozen=True)
+class DistillerModel:
+    """The fitted weights and thresholds read from distiller_model.json."""
+
+    bias: float
+    weights: tuple[float, ...]
+    positive_prototypes: tuple[str, ...]
+    negative_prototypes: tuple[str, ...]
+    prototype_mean: tuple[float, float]
+    prototype_scale: tuple[float, float]
+    supersede_threshold: float
+    restatement_threshold: float
+    dedupe_threshold: float
+
+    @classmethod
+    def load(cls, path: Path = MODEL_PATH) -> DistillerModel:
+        return cls.from_dict(json.loads(path.read_text()))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DistillerModel:
+        return cls(
+            bias=float(data["bias"]),
+            weights=tuple(float(data["weights"][name]) for name in FEATURES),
+            positive_prototypes=tuple(data["positive_prototypes"]),
+            negative_prototypes=tuple(data["negative_prototypes"]),
+            prototype_mean=(float(data["prototype_mean"][0]), float(data["prototype_mean"][1])),
+            prototype_scale=(float(data["prototype_scale"][0]), float(data["prototype_scale"][1])),
+            supersede_threshold=float(data["supersede_threshold"]),
+            restatement_threshold=float(data["restatement_threshold"]),
+            dedupe_threshold=float(data["dedupe_threshold"]),
+        )
+
+    def probability(self, features: Matrix) -> Matrix:
+        """P(gold) per row of [rule features, raw prototype cosines]."""
+        # Cosines live in a narrow band; standardised, the fit's one L2 penalty weighs them like the 0/1 rules.
+        scaled = features.copy()
+        scaled[:, -2:] = (scaled[:, -2:] - np.array(self.prototype_mean)) / np.array(self.prototype_scale)
+        logits = scaled @ np.array(self.weights) + self.bias
+        probabilities: Matrix = 1.0 / (1.0 + np.exp(-logits))
+        return probabilities
+
+
+@functools.cache
+def _model() -> DistillerModel:
+    return DistillerModel.load()
+
+
+@functools.lru_cache(maxsize=4)
+def _prototype_vectors(model: DistillerModel, embedder: SentenceEmbedder) -> tuple[Matrix, Matrix]:
+    # Embedded once per process and embedder: ~100 short sentences, a few hundred milliseconds.
+    return _embed(embedder, model.positive_prototypes), _embed(embedder, model.negative_prototypes)
+
+
+def _embed(embedder: SentenceEmbedder, texts: Sequence[str]) -> Matrix:
+    if not texts:
+        return np.zeros((0, 384))
+    return np.asarray(embedder.embed(list(texts)), dtype=np.float64)
+
+
+def default_embedder() -> SentenceEmbedder:
+    """The process's MiniLM session (needs Django settings for its thread count)."""
+    from loopmem.embeddings import _minilm  # local: keeps this module importable without Django
+
+    return _minilm()
+
+
+# --- Layer 3: corrections, restatements, duplicates ----------------------------------------------------------
+
+
+def _survivors(sentences: Sequence[Sentence], vectors: Matrix, confidence: Matrix, model: DistillerModel) -> list[int]:
+    similarity = vectors @ vectors.T
+    dropped: set[int] = set()
+    for later, sentence in enumerate(sentences):
+        if CORRECTION.search(sentence.raw):
+            # A correction replaces what it corrects: the earlier, similar sentence is stale.
+            dropped.update(e for e in range(later) if similarity[e, later] >= model.supersede_threshold)
+    user_like = [i for i, s in enumerate(sentences) if s.role != "assistant"]
+    user_words = set().union(*(content_words(sentences[u].raw) for u in user_like))
+    for i, sentence in enumerate(sentences):
+        if sentence.role != "assistant":
+            continue
+        words = content_words(sentence.raw)
+        restated = any(similarity[i, u] >= model.restatement_threshold for u in user_like)
+        # A confirmation that merges two user sentences is close to neither; its words give it away.
+        covered = bool(words) and len(words & user_words) / len(words) >= REDUNDANT_SHARE
+        if restated or covered:
+            dropped.add(i)  # the user's own wording is the better memory
+    kept: list[int] = []
+    for i in sorted(range(len(sentences)), key=lambda i: (-confidence[i], i)):
+        if i in dropped or any(similarity[i, k] >= model.dedupe_threshold for k in kept):
+            continue
+        if any(sentences[i].text.casefold() == sentences[k].text.casefold() for k in kept):
+            continue
+        kept.append(i)
+    return sorted(kept)
+
+
+# --- Kinds ------------------------------------------------------------------------------------------------
+
+
+def kind_of(raw: str) -> str:
+    """preference | convention | constraint | decision | correction | fact, by the first marker that fires."""
+    if CORRECTION.search(raw):
+        return "correction"
+    if DECISION.search(raw):
+        return "decision"
+    if PREFERENCE.search(raw):
+        return "preference"
+    if CONVENTION.search(raw) and not re.search(r"\b(?:never|must|only|not allowed|no exceptions)\b", raw, re.I):
+        return "convention"
+    if CONSTRAINT.search(raw):
+        return "constraint"
+    return "fact"
+
+
+# --- The entry point --------------------------------------------------------------------------------------
+
+
+def distill(
+    turns: Sequence[TurnLike], *, embedder: SentenceEmbedder | None = None, model: DistillerModel | None = None
+) -> list[DistilledFact]:
+    """Durable facts of a session, in session order, each a copied sentence with a calibrated confidence.
+
+    Deterministic for a given model file and embedder. Apply `memory.promotion.compilers.gate` to keep what promotion
+    keeps (confidence ≥ 0.5, top 5).
+    """
+    sentences = candidate_sentences(turns)
+    if not sentences:
+        return []
+    model = model or _model()
+    embedder = embedder or default_embedder()
+    vectors = _embed(embedder, [s.text for s in sentences])
+    positives, negatives = _prototype_vectors(model, embedder)
+    features = np.column_stack(
+        [np.array([rule_features(s) for s in sentences]), prototype_features(vectors, positives, negatives)]
+    )
+    confidence = model.probability(features)
+    return [
+        DistilledFact(
+            text=sentences[i].text,
+            confidence=_round(float(confidence[i])),
+            kind=kind_of(sentences[i].raw),
+            speaker_role=sentences[i].role,
+        )
+        for i in _survivors(sentences, vectors, confidence, model)
+    ]
+
+
+def _round(probability: float) -> float:
+    # Four places: stable across BLAS builds' last-bit noise, and finer than any calibration can claim.
+    return math.floor(probability * 10_000 + 0.5) / 10_000

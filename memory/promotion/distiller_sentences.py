@@ -1,0 +1,153 @@
+"""Chat text → prose sentences for the distiller: code and pasted output out, sentence ends found carefully.
+
+No sentence splitter is installed in the project's environment (no nltk, spaCy or pysbd), so this is a regex
+splitter that knows chat text: a full stop inside `3.11`, `pyproject.toml`, a URL, a path or a code span is
+not a sentence end (it is never followed by whitespace), and neither is the stop after a known abbreviation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+# Lower-cased tokens whose trailing full stop does not end a sentence.
+ABBREVIATIONS = frozenset(
+    {
+        "e.g.",
+        "i.e.",
+        "etc.",
+        "vs.",
+        "cf.",
+        "approx.",
+        "dr.",
+        "mr.",
+        "mrs.",
+        "ms.",
+        "prof.",
+        "st.",
+        "no.",
+        "nr.",
+        "inc.",
+        "ltd.",
+        "co.",
+        "jr.",
+        "sr.",
+        "a.m.",
+        "p.m.",
+        "u.s.",
+        "u.k.",
+        "fig.",
+        "min.",
+        "max.",
+        "ca.",
+        "jan.",
+        "feb.",
+        "mar.",
+        "apr.",
+        "jun.",
+        "jul.",
+        "aug.",
+        "sep.",
+        "sept.",
+        "oct.",
+        "nov.",
+        "dec.",
+    }
+)
+
+OPENERS = "(\"'\u201c\u2018"  # quotes and brackets, straight or curly
+CLOSERS = "\"')]\u201d\u2019"
+_FENCED_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# A candidate sentence end: terminal punctuation, optional closing quotes/brackets, then whitespace.
+_END = re.compile("[.!?\u2026]+[\"')\\]\u201d\u2019]*(?=\\s)")
+_TOKEN_BEFORE = re.compile(r"(\S+)$")
+_CODE_LINE = re.compile(
+    r"""^\s*(?:
+        [$#>]\s            # shell prompt, comment, quote
+        | >>>               # python prompt
+        | \#!               # shebang
+        | //|/\*            # C-style comment
+        | [-*]\s+[\w.-]+:(\s|$)   # YAML list item with a key
+        | [\w.-]+:\s*$      # YAML key opening a block
+        | [\w.-]+:\s+[\w"'{\[./-][^ ]*\s*$  # YAML key: value
+        | (?:def|class|import|from|return|if|elif|else|for|while|async|await|const|let|var|function|try)
+          \b.*[:({;=]\s*$  # a statement opening a block or a call
+        | [A-Za-z_][\w.]*\s*=\s*\S+\s*$    # an assignment
+        | (?:Traceback|File\ ")       # a Python traceback
+        | [\w.]*(?:Error|Exception)\b:  # an exception line
+        | [{}\[\]();]+\s*$  # bracket-only line
+    )""",
+    re.VERBOSE,
+)
+
+
+def prose_lines(content: str) -> Iterator[str]:
+    """The lines of a turn that read as prose: fenced blocks, indented pastes and code-like lines are skipped."""
+    without_fences = _FENCED_BLOCK.sub("\n", content)
+    for line in without_fences.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith(("  ", "\t")) or _CODE_LINE.match(line) or _symbol_heavy(line):
+            continue
+        yield line.strip()
+
+
+def _symbol_heavy(line: str) -> bool:
+    """Log and table lines: few letters among the visible characters."""
+    visible = [c for c in line if not c.isspace()]
+    if len(visible) < 12:
+        return False
+    letters = sum(c.isalpha() for c in visible)
+    return letters / len(visible) < 0.55 or line.count("|") >= 2 or line.count("=") >= 3
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split one prose line into sentences; abbreviation stops and dots inside tokens never split."""
+    sentences: list[str] = []
+    start = 0
+    for match in _END.finditer(text):
+        end = match.end()
+        before = _TOKEN_BEFORE.search(text[start:end])
+        token = before.group(1).lower().lstrip(OPENERS) if before else ""
+        if match.group().startswith(".") and (_is_abbreviation(token) or _is_initial(token)):
+            continue
+        piece = text[start:end].strip()
+        if piece:
+            sentences.append(piece)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        sentences.append(tail)
+    return sentences
+
+
+def _is_abbreviation(token: str) -> bool:
+    return token.rstrip(CLOSERS) in ABBREVIATIONS
+
+
+def _is_initial(token: str) -> bool:
+    """A single letter and a stop ("J. Smith"): a name's initial, not a sentence end."""
+    return len(token) == 2 and token[0].isalpha() and token[1] == "."
+
+
+_LEADING_FILLER = re.compile(
+    r"^(?:ok(?:ay)?\s+so|ok(?:ay)?|so|btw|by\s+the\s+way|oh(?:,?\s+and)?|and|also|yes|yeah|yep|right|well|"
+    r"alright|hey|hmm+|um+|uh+|anyway|fyi|one\s+more\s+thing|for\s+future\s+reference|for\s+the\s+record|"
+    r"quick\s+note|actually|correction|wait,?\s+no|no\s+wait|oh\s+wait|wait|noted|understood|got\s+it|"
+    r"agreed|confirmed|to\s+confirm|perfect|great|cool|thanks)\b[\s,:;.!\u2014\u2013-]*",
+    re.IGNORECASE,
+)
+
+
+def strip_fillers(sentence: str) -> str:
+    """Drop leading chat fillers ("ok so", "btw", "actually,", "noted:") and capitalise what is left."""
+    text = sentence.strip()
+    stripped = False
+    while True:
+        match = _LEADING_FILLER.match(text)
+        if match is None or match.end() == 0 or match.end() >= len(text):
+            break
+        text, stripped = text[match.end() :], True
+    first = text.split(" ", 1)[0]
+    # Only a plain word is capitalised: `pnpm`, `prod-eu` or `db-prod-1` keep their spelling.
+    return text[:1].upper() + text[1:] if stripped and first.isalpha() and first.islower() else text
