@@ -184,8 +184,15 @@ def _b64url(part: str) -> bytes:
 
 
 def _is_jwt(match: re.Match[str]) -> bool:
+    return _is_jwt_token(match.group(0))
+
+
+def _is_jwt_token(token: str) -> bool:
     # The header is what makes it a JWT; the payload is usually JSON claims but need not be.
-    header, payload, _signature = match.group(0).split(".", 2)
+    parts = token.split(".")
+    if len(parts) != 3:
+        return False
+    header, payload, _signature = parts
     try:
         decoded = json.loads(_b64url(header))
         _b64url(payload)
@@ -218,6 +225,7 @@ _PLACEHOLDER = re.compile(
         \$\{?[\w.:-]+\}?  | \$\(.*\) | \{\{.*\}\} | \{[\w.]*\} | <[^>]*> | %\(?\w*\)?s | !\w.*
       | [*x•#._-]+
       | (?:your|example|sample|dummy|placeholder|redacted|todo|fixme).* | none | null | undefined
+      | .*(?:\.\.\.|…)
     )$"""
 )
 # Bare (unquoted) values shaped like a variable or constant name are references in code, not secrets.
@@ -246,8 +254,16 @@ def _is_secret_value(match: re.Match[str]) -> bool:
     return _char_classes(value) >= 2 or (quoted and len(value) >= 12)
 
 
+# `postgres://user:password@localhost` is how documentation writes a connection string.
+_URL_PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "secret"})
+
+
+def _is_url_password(value: str) -> bool:
+    return value.lower() not in _URL_PASSWORD_WORDS and not _PLACEHOLDER.match(value)
+
+
 def _url_password_ok(match: re.Match[str]) -> bool:
-    return not _PLACEHOLDER.match(match.group("value"))
+    return _is_url_password(match.group("value"))
 
 
 def _assignment(keys: str) -> re.Pattern[str]:
@@ -320,7 +336,7 @@ _SECRET_KEYS = r"secret(?:[_-]?key)?|client[_-]?secret|api[_-]?key|access[_-]?to
 _OWN_GENERIC: tuple[_Pattern, ...] = (
     _Pattern(
         "url_password",
-        re.compile(r"://[^\s:/?#@\"'<>]+:(?P<value>[^\s/?#@\"'<>]+)@"),
+        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?#@\"'<>]+)@"),
         _where("value", _url_password_ok),
     ),
     _Pattern(
@@ -367,35 +383,50 @@ def _trigger(regex: str | None = None, words: tuple[str, ...] = ()) -> _Trigger:
 # more token characters, which prose rarely has.
 _LONG_RUN = _trigger(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{24}")
 
-_DETECT_SECRETS: tuple[tuple[str, BasePlugin, _Trigger], ...] = (
-    ("aws_access_key", AWSKeyDetector(), _trigger(r"A(?:3T|BIA|CCA|KIA|SIA)", words=("aws",))),
-    ("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]")),
-    ("azure_storage_key", AzureStorageKeyDetector(), _trigger(r"AccountKey=")),
-    ("url_password", BasicAuthDetector(), _trigger(r"://")),
-    ("cloudant_credentials", CloudantDetector(), _LONG_RUN),
-    ("discord_bot_token", DiscordBotTokenDetector(), _trigger(r"\.[a-zA-Z0-9_-]{6}\.")),
-    ("github_token", GitHubTokenDetector(), _trigger(r"gh[pousr]_")),
-    ("gitlab_token", GitLabTokenDetector(), _trigger(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")),
-    ("ibm_cloud_iam_key", IbmCloudIamDetector(), _LONG_RUN),
-    ("ibm_cos_hmac_secret", IbmCosHmacDetector(), _trigger(words=("secret",))),
-    ("jwt", JwtTokenDetector(), _trigger(r"eyJ")),
-    ("mailchimp_key", MailchimpDetector(), _trigger(r"-us[0-9]")),
-    ("npm_token", NpmDetector(), _trigger(r"_authToken=")),
-    ("openai_key", OpenAIDetector(), _trigger(r"T3BlbkFJ")),
-    ("private_key", PrivateKeyDetector(), _trigger(r"BEGIN|PuTTY")),
-    ("pypi_token", PypiTokenDetector(), _trigger(r"pypi-")),
-    ("sendgrid_key", SendGridDetector(), _trigger(r"SG\.")),
-    ("slack_token", SlackDetector(), _trigger(words=("xox", "hooks.slack"))),
-    ("softlayer_key", SoftlayerDetector(), _LONG_RUN),
-    ("square_oauth_secret", SquareOAuthDetector(), _trigger(r"sq0csp-")),
-    ("stripe_key", StripeDetector(), _trigger(r"[rs]k_live_")),
-    ("telegram_bot_token", TelegramBotTokenDetector(), _trigger(r":[0-9A-Za-z_-]{35}")),
-    ("twilio_key", TwilioKeyDetector(), _trigger(r"(?:AC|SK)[a-z0-9]{32}")),
+
+@dataclass(frozen=True)
+class _Plugin:
+    kind: str
+    plugin: BasePlugin
+    trigger: _Trigger
+    # Our own test of a found token, where the plugin's is looser than our rule for that kind.
+    confirm: Callable[[str], bool] | None = None
+
+
+_DETECT_SECRETS: tuple[_Plugin, ...] = (
+    _Plugin("aws_access_key", AWSKeyDetector(), _trigger(r"A(?:3T|BIA|CCA|KIA|SIA)", words=("aws",))),
+    _Plugin("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]")),
+    _Plugin("azure_storage_key", AzureStorageKeyDetector(), _trigger(r"AccountKey=")),
+    _Plugin("url_password", BasicAuthDetector(), _trigger(r"://"), confirm=_is_url_password),
+    _Plugin("cloudant_credentials", CloudantDetector(), _LONG_RUN),
+    _Plugin("discord_bot_token", DiscordBotTokenDetector(), _trigger(r"\.[a-zA-Z0-9_-]{6}\.")),
+    _Plugin("github_token", GitHubTokenDetector(), _trigger(r"gh[pousr]_")),
+    _Plugin(
+        "gitlab_token", GitLabTokenDetector(), _trigger(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")
+    ),
+    _Plugin("ibm_cloud_iam_key", IbmCloudIamDetector(), _LONG_RUN),
+    _Plugin("ibm_cos_hmac_secret", IbmCosHmacDetector(), _trigger(words=("secret",))),
+    # Its own test only asks that the parts decode to JSON; a JWT's header also names its algorithm.
+    _Plugin("jwt", JwtTokenDetector(), _trigger(r"eyJ"), confirm=_is_jwt_token),
+    _Plugin("mailchimp_key", MailchimpDetector(), _trigger(r"-us[0-9]")),
+    _Plugin("npm_token", NpmDetector(), _trigger(r"_authToken=")),
+    _Plugin("openai_key", OpenAIDetector(), _trigger(r"T3BlbkFJ")),
+    _Plugin("private_key", PrivateKeyDetector(), _trigger(r"BEGIN|PuTTY")),
+    _Plugin("pypi_token", PypiTokenDetector(), _trigger(r"pypi-")),
+    _Plugin("sendgrid_key", SendGridDetector(), _trigger(r"SG\.")),
+    _Plugin("slack_token", SlackDetector(), _trigger(words=("xox", "hooks.slack"))),
+    _Plugin("softlayer_key", SoftlayerDetector(), _LONG_RUN),
+    _Plugin("square_oauth_secret", SquareOAuthDetector(), _trigger(r"sq0csp-")),
+    _Plugin("stripe_key", StripeDetector(), _trigger(r"[rs]k_live_")),
+    _Plugin("telegram_bot_token", TelegramBotTokenDetector(), _trigger(r":[0-9A-Za-z_-]{35}")),
+    _Plugin("twilio_key", TwilioKeyDetector(), _trigger(r"(?:AC|SK)[a-z0-9]{32}")),
 )
 
 _TOKEN_CHAR = re.compile(rf"[{_T}]")
-# Plugins report values with the delimiter they matched on (Artifactory's leading space or `=`).
-_VALUE_EDGES = " \t\r\n\"'=:"
+# Plugins report values with the delimiters they matched on (Artifactory's leading `=` or `:`, a quote or
+# a space on either side). A trailing `=` stays: it is base64 padding, part of the secret.
+_LEADING_DELIMITERS = " \t\r\n\"'=:"
+_TRAILING_DELIMITERS = " \t\r\n\"'"
 
 
 def _widen(text: str, start: int, end: int) -> tuple[int, int]:
@@ -415,7 +446,7 @@ def _plugin_spans(plugin: BasePlugin, lines: str, text: str) -> Iterator[tuple[i
     occurrence of a value is a finding: a secret is no less leaked where it is repeated.
     """
     for raw in set(plugin.analyze_string(lines)):
-        value = raw.strip(_VALUE_EDGES)
+        value = raw.lstrip(_LEADING_DELIMITERS).rstrip(_TRAILING_DELIMITERS)
         if not value:
             continue
         at = text.find(value)
@@ -497,12 +528,13 @@ def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
             yield rank, finding
         rank += 1
     triggered: dict[_Trigger, str] = {}
-    for kind, plugin, trigger in _DETECT_SECRETS:
-        if trigger not in triggered:
-            triggered[trigger] = _triggered_lines(trigger, text, lowered)
-        if triggered[trigger]:
-            for start, end in _plugin_spans(plugin, triggered[trigger], text):
-                yield rank, Finding(kind, start, end)
+    for entry in _DETECT_SECRETS:
+        if entry.trigger not in triggered:
+            triggered[entry.trigger] = _triggered_lines(entry.trigger, text, lowered)
+        if triggered[entry.trigger]:
+            for start, end in _plugin_spans(entry.plugin, triggered[entry.trigger], text):
+                if entry.confirm is None or entry.confirm(text[start:end]):
+                    yield rank, Finding(entry.kind, start, end)
         rank += 1
     for pattern in _OWN_GENERIC:
         for finding in _pattern_findings(pattern, text, lowered):
