@@ -367,21 +367,26 @@ _OWN_GENERIC: tuple[_Pattern, ...] = (
 
 @dataclass(frozen=True)
 class _Trigger:
-    """Where a plugin can match at all: a regex over the text, and/or lowercase words (found with str.find)."""
+    """Where a plugin can match at all: lines where its regex matches or one of its lowercase words occurs
+    (found with str.find), or with `both`, lines where each does."""
 
     regex: re.Pattern[str] | None = None
     words: tuple[str, ...] = ()
+    both: bool = False
 
 
-def _trigger(regex: str | None = None, words: tuple[str, ...] = ()) -> _Trigger:
-    return _Trigger(re.compile(regex) if regex else None, words)
+def _trigger(regex: str | None = None, words: tuple[str, ...] = (), *, both: bool = False) -> _Trigger:
+    return _Trigger(re.compile(regex) if regex else None, words, both)
 
 
 # Each plugin runs only on the lines where its trigger hits. A trigger is a necessary condition of the
 # plugin's own regexes, so it loses nothing, and opens with a literal where one exists. The three
 # keyword-and-assignment plugins (Cloudant, IBM IAM, SoftLayer) share one: their secrets are runs of 24 or
-# more token characters, which prose rarely has.
-_LONG_RUN = _trigger(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{24}")
+# more token characters, and each match holds key/pwd/pass/token or, in their URL forms, the service's name.
+# Both are needed: log lines are full of long hex ids, code of `password` and `token`.
+_KEYWORD_AND_LONG_RUN = _trigger(
+    r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{24}", words=("key", "pw", "pass", "token", "cloudant", "softlayer"), both=True
+)
 
 
 @dataclass(frozen=True)
@@ -398,13 +403,13 @@ _DETECT_SECRETS: tuple[_Plugin, ...] = (
     _Plugin("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]")),
     _Plugin("azure_storage_key", AzureStorageKeyDetector(), _trigger(r"AccountKey=")),
     _Plugin("url_password", BasicAuthDetector(), _trigger(r"://"), confirm=_is_url_password),
-    _Plugin("cloudant_credentials", CloudantDetector(), _LONG_RUN),
+    _Plugin("cloudant_credentials", CloudantDetector(), _KEYWORD_AND_LONG_RUN),
     _Plugin("discord_bot_token", DiscordBotTokenDetector(), _trigger(r"\.[a-zA-Z0-9_-]{6}\.")),
     _Plugin("github_token", GitHubTokenDetector(), _trigger(r"gh[pousr]_")),
     _Plugin(
         "gitlab_token", GitLabTokenDetector(), _trigger(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")
     ),
-    _Plugin("ibm_cloud_iam_key", IbmCloudIamDetector(), _LONG_RUN),
+    _Plugin("ibm_cloud_iam_key", IbmCloudIamDetector(), _KEYWORD_AND_LONG_RUN),
     _Plugin("ibm_cos_hmac_secret", IbmCosHmacDetector(), _trigger(words=("secret",))),
     # Its own test only asks that the parts decode to JSON; a JWT's header also names its algorithm.
     _Plugin("jwt", JwtTokenDetector(), _trigger(r"eyJ"), confirm=_is_jwt_token),
@@ -415,7 +420,7 @@ _DETECT_SECRETS: tuple[_Plugin, ...] = (
     _Plugin("pypi_token", PypiTokenDetector(), _trigger(r"pypi-")),
     _Plugin("sendgrid_key", SendGridDetector(), _trigger(r"SG\.")),
     _Plugin("slack_token", SlackDetector(), _trigger(words=("xox", "hooks.slack"))),
-    _Plugin("softlayer_key", SoftlayerDetector(), _LONG_RUN),
+    _Plugin("softlayer_key", SoftlayerDetector(), _KEYWORD_AND_LONG_RUN),
     _Plugin("square_oauth_secret", SquareOAuthDetector(), _trigger(r"sq0csp-")),
     _Plugin("stripe_key", StripeDetector(), _trigger(r"[rs]k_live_")),
     _Plugin("telegram_bot_token", TelegramBotTokenDetector(), _trigger(r":[0-9A-Za-z_-]{35}")),
@@ -500,12 +505,10 @@ def _triggered_lines(trigger: _Trigger, text: str, lowered: str | None) -> str:
     """The lines of `text` where `trigger` hits, joined: what its plugin is run on."""
     if trigger.words and lowered is None:
         return text
-    hits: list[int] = []
-    if trigger.regex is not None:
-        hits.extend(m.start() for m in trigger.regex.finditer(text))
-    if trigger.words and lowered is not None:
-        hits.extend(_keyword_positions(lowered, trigger.words))
-    return "\n".join(text[start:end] for start, end in _lines_at(text, hits))
+    regex_lines = _lines_at(text, (m.start() for m in trigger.regex.finditer(text))) if trigger.regex else []
+    word_lines = _lines_at(text, _keyword_positions(lowered, trigger.words)) if lowered and trigger.words else []
+    lines = set(regex_lines) & set(word_lines) if trigger.both else set(regex_lines) | set(word_lines)
+    return "\n".join(text[start:end] for start, end in sorted(lines))
 
 
 def _pattern_findings(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[Finding]:
