@@ -123,6 +123,16 @@ def with_secrets(text: str, rng: random.Random) -> str:
     return "\n".join(out)
 
 
+# Crafted texts: a prefix repeated without ever completing a secret, the shape that makes a backtracking
+# regex rescan the rest of the text from every occurrence. The figure must stay near the others.
+ADVERSARIAL_PREFIXES = ("eyJ", "//", "sk-", "xoxb-1-", "ghp_", "-----BEGIN RSA PRIVATE KEY-----", "password: ")
+
+
+def adversarial(prefix: str) -> str:
+    # The keywords at the end put the long line before the keyword-led plugins too.
+    return prefix * (SIZE // len(prefix)) + " key token password aws ://u:p@ _authToken= T3BlbkFJ"
+
+
 def measure(scan: Callable[[str], Sized], text: str, repetitions: int) -> dict[str, float]:
     scan(text)  # warm-up: regex caches and the detect-secrets imports
     per_kb = []
@@ -152,6 +162,8 @@ def main() -> None:
     texts = {"prose": prose(rng), "code": code(rng), "logs": logs(rng)}
     for name in list(texts):
         texts[f"{name}+secrets"] = with_secrets(texts[name], rng)
+    for prefix in ADVERSARIAL_PREFIXES:
+        texts[f"adversarial {prefix!r}"] = adversarial(prefix)
 
     load_before = os.getloadavg()
     results = {name: measure(scan, text, args.repetitions) for name, text in texts.items()}

@@ -410,6 +410,7 @@ BENIGN: list[tuple[str, str]] = [
     ("akia_prose", "AKIA prefixes mark long-term keys, ASIA temporary ones."),
     ("aiza_prose", "Google keys begin with AIza and are 39 characters long."),
     ("ghp_prose", "Classic tokens start with ghp_ and fine-grained ones with github_pat_."),
+    ("ghp_inside_words", "Publish with ghpages or ghp-import, then check ghp_status in the logs."),
     ("bearer_prose", "Bearer tokens are issued by the auth service."),
     ("card_bad_luhn", "Test with 4111 1111 1111 1112, which fails the checksum."),
     ("card_no_issuer", "Tracking number 1234 5678 9012 3456 7 arrives Monday."),
@@ -506,6 +507,22 @@ def test_a_finding_inside_another_is_dropped() -> None:
     # The PEM block inside the service-account key is one finding, not two.
     case = next(c for c in SECRETS if c.kind == "gcp_service_account_key")
     assert [f.kind for f in scan(case.text)] == ["gcp_service_account_key"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\\n"], ids=["lf", "crlf", "json-escaped"])
+def test_a_private_key_cut_short_ends_at_its_last_base64_line(newline: str) -> None:
+    block = pem("RSA PRIVATE KEY", "cut").rsplit("\n", 3)[0].replace("\n", newline)
+    text = f"Pasted:{newline}{block}{newline}Then the session ended, sorry about that."
+    [finding] = scan(text)
+    assert text[finding.start : finding.end] == block
+
+
+def test_a_plugin_value_inside_a_longer_token_is_widened_to_it() -> None:
+    # detect-secrets' GitHub plugin yields only the `ghp` prefix; the finding must cover the whole token,
+    # and the `ghp` of an ordinary word is not one.
+    token = "gh" + "p_" + rand("widen", ALNUM, 36)
+    text = f"see ghpages, then export GH_TOKEN={token}"
+    assert scan(text) == [Finding("github_token", text.index(token), text.index(token) + len(token))]
 
 
 def test_redact_merges_overlapping_spans_under_the_widest_kind() -> None:
