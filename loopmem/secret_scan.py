@@ -199,10 +199,14 @@ def _is_ssn(match: re.Match[str]) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
+def _is_mixed_alnum(value: str) -> bool:
+    # A random key of 20+ characters has upper, lower and digits; kebab-case words, part numbers and prose
+    # do not.
+    return any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value)
+
+
 def _mixed_alnum(match: re.Match[str]) -> bool:
-    # A random key of 20+ characters has upper, lower and digits; kebab-case words and prose do not.
-    body = match.group(0)
-    return any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return _is_mixed_alnum(match.group(0))
 
 
 def _has_letter_and_digit(match: re.Match[str]) -> bool:
@@ -415,7 +419,8 @@ class _Plugin:
 
 _DETECT_SECRETS: tuple[_Plugin, ...] = (
     _Plugin("aws_access_key", AWSKeyDetector(), _trigger(r"A(?:3T|BIA|CCA|KIA|SIA)", words=("aws",))),
-    _Plugin("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]")),
+    # Its `AP[0-9A-F]` + 8 form also fits upper-case part numbers (`APEX12345678`).
+    _Plugin("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]"), confirm=_is_mixed_alnum),
     _Plugin("azure_storage_key", AzureStorageKeyDetector(), _trigger(r"AccountKey=")),
     _Plugin("url_password", BasicAuthDetector(), _trigger(r"://"), confirm=_is_url_password),
     _Plugin("cloudant_credentials", CloudantDetector(), _KEYWORD_AND_LONG_RUN),
