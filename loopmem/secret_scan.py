@@ -223,8 +223,9 @@ _PLACEHOLDER = re.compile(
       | .*(?:\.\.\.|…)
     )$"""
 )
-# Bare (unquoted) values shaped like a variable or constant name are references in code, not secrets.
-_IDENTIFIER = re.compile(r"^(?:[a-z_]+|[A-Z_]+|[a-z]+(?:[A-Z][a-z]+)+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)$")
+# Bare (unquoted) values shaped like a variable or constant name are references in code, not secrets; a
+# word ending in a colon is the next label of a form (`Password: Email: bob@example.com`).
+_IDENTIFIER = re.compile(r"^(?:[a-z_]+|[A-Z_]+|[a-z]+(?:[A-Z][a-z]+)+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_-]+:)$")
 
 
 def _char_classes(value: str) -> int:
