@@ -311,8 +311,9 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
         _where(check=_mixed_alnum),
     ),
     _Pattern("npm_token", _token("npm_", r"[A-Za-z0-9]{36}"), _where()),
-    # .npmrc: `//registry.example.com/:_authToken=<token>`, whatever the registry's token looks like.
-    _Pattern("npm_token", re.compile(r"_authToken=(?P<value>[^\s\"'$][^\s\"']{7,512})"), _where("value")),
+    # .npmrc: `//registry.example.com/:_authToken=<token>`, whatever the registry's token looks like (npm_,
+    # a UUID, base64, a JWT); `${NPM_TOKEN}` and `<token>` are not tokens.
+    _Pattern("npm_token", re.compile(r"_authToken=(?P<value>[A-Za-z0-9._~+/=-]{8,512})"), _where("value")),
     _Pattern("google_api_key", _token("AIza", rf"[{_T}]{{35}}"), _where()),
     _Pattern("github_token", _token("github_pat_", r"[A-Za-z0-9_]{22,}"), _where()),
     _Pattern("stripe_key", _token("[sr]k_", r"(?:live|test)_[0-9a-zA-Z]{24,}"), _where()),

@@ -444,6 +444,7 @@ BENIGN: list[tuple[str, str]] = [
     ("docs_dsn_placeholder", "Point it at postgres://user:password@localhost:5432/app while developing."),
     ("localhost_then_email", "Open http://localhost:8000 and mail bob@example.com."),
     ("ssh_clone", "git clone ssh://git@github.com:22/acme/loopmem.git"),
+    ("npmrc_placeholders", "Put //registry.npmjs.org/:_authToken=<token> or :_authToken=${NPM_TOKEN} in .npmrc"),
     ("form_labels", "Username: bob Password: Email: bob@example.com Phone: +1 415 555 0132"),
     ("part_numbers", "Reorder parts APB12345678 and APEX2024RELEASE before the AKC100200300 audit."),
 ]
