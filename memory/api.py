@@ -9,10 +9,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem.envelopes import paginated
+from loopmem.audit import Actor
+from loopmem.envelopes import paginated, with_redactions
 from loopmem.inputs import json_object, parse, parse_body
 from loopmem.models import ApiKey
 from loopmem.params import page_params
+from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
 from memory import envelopes, graduation, selectors, services
 from memory.promotion import jobs as promotion
@@ -42,11 +44,12 @@ class MemoryViewSet(ScopedViewSet):
         body = json_object(request)
         target = parse(TierIn, body)
         scope = self.scope_in(target["project_id"])
+        redacted = SecretReport()  # the tenant's secret policy: `meta.redacted` only when it redacted
         if target["tier"] == "session":
-            turn = services.session_append(scope=scope, **parse(SessionTurnIn, body))
-            return Response({"data": SessionTurnOut(turn).data}, status=status.HTTP_201_CREATED)
-        memory = services.memory_remember(scope=scope, **parse(RememberIn, body))
-        return Response({"data": MemoryOut(memory).data}, status=status.HTTP_201_CREATED)
+            turn = services.session_append(scope=scope, report=redacted, **parse(SessionTurnIn, body))
+            return Response(with_redactions({"data": SessionTurnOut(turn).data}, redacted), status=201)
+        memory = services.memory_remember(scope=scope, report=redacted, **parse(RememberIn, body))
+        return Response(with_redactions({"data": MemoryOut(memory).data}, redacted), status=201)
 
     @extend_schema(
         parameters=[
@@ -73,10 +76,12 @@ class MemoryViewSet(ScopedViewSet):
         )
 
     def destroy(self, request: Request, pk: str) -> Response:
+        actor = Actor.of(self.principal, "DELETE /api/v1/memory/:id")
         if self.principal.role == ApiKey.Role.SUPERADMIN:
-            memory_id = services.memory_forget_any(tenant_id=self.principal.require_tenant().id, memory_id=pk)
+            tenant_id = self.principal.require_tenant().id
+            memory_id = services.memory_forget_any(tenant_id=tenant_id, memory_id=pk, actor=actor)
         else:
-            memory_id = services.memory_forget(scope=self.scope, memory_id=pk)
+            memory_id = services.memory_forget(scope=self.scope, memory_id=pk, actor=actor)
         return Response({"data": {"id": str(memory_id), "deleted": True}})
 
     @extend_schema(

@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from loopmem import embeddings
+from loopmem.audit import Actor, Removed, audit_record
 from loopmem.embedding_pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     AlreadySuperseded,
@@ -26,10 +27,12 @@ from loopmem.errors import (
     SupersedeCycle,
 )
 from loopmem.heavy_read import redis_client
+from loopmem.models import DeletionAudit
 from loopmem.params import path_id
 from loopmem.queue import enqueue_on_commit, send
 from loopmem.scope import Scope
-from memory.models import Memory, SessionTurn
+from loopmem.secret_policy import SecretReport, apply_secret_policy
+from memory.models import Memory, MemoryQuerySet, SessionTurn
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
@@ -49,12 +52,16 @@ def memory_remember(
     metadata: dict[str, Any] | None = None,
     source_session_id: str | None = None,
     source: str = Memory.Source.EXPLICIT,
+    report: SecretReport | None = None,
 ) -> Memory:
     """Store a long-term memory under the subject's quota; it is embedded asynchronously after commit.
 
-    The quota counts live rows and is exact under concurrency: writers of one (tenant, subject) serialise on
-    a transaction-scoped advisory lock before counting.
+    The tenant's secret policy runs first (SecretDetected, or redacted into `report`): nothing refused is
+    stored or embedded. The quota counts live rows and is exact under concurrency: writers of one (tenant,
+    subject) serialise on a transaction-scoped advisory lock before counting.
     """
+    clean = apply_secret_policy(scope.tenant_id, {"text": text, "tags": tags, "metadata": metadata}, report=report)
+    text, tags, metadata = clean["text"], clean["tags"], clean["metadata"]
     if (
         scope.project_id is not None
         and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None
@@ -87,26 +94,41 @@ def lock_subject_quota(scope: Scope) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_QUOTA_LOCK_CLASS, subject_key])
 
 
-def memory_forget(*, scope: Scope, memory_id: str) -> uuid.UUID:
-    """Delete one of the subject's memories; what it superseded becomes live again (FK ON DELETE SET NULL)."""
-    return _delete(Memory.objects.for_scope(scope), memory_id)
+def memory_forget(*, scope: Scope, memory_id: str, actor: Actor | None = None) -> uuid.UUID:
+    """Delete one of the subject's memories; what it superseded becomes live again (FK ON DELETE SET NULL).
+
+    The deletion and its audit row (`actor`: who and why) commit together.
+    """
+    return _delete(Memory.objects.for_scope(scope), memory_id, actor or Actor.system("memory_forget"))
 
 
-def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str) -> uuid.UUID:
-    """Superadmin oversight: delete any memory of the tenant."""
-    return _delete(Memory.objects.for_tenant(tenant_id), memory_id)
+def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str, actor: Actor | None = None) -> uuid.UUID:
+    """Superadmin oversight: delete any memory of the tenant (audited like every forget)."""
+    return _delete(Memory.objects.for_tenant(tenant_id), memory_id, actor or Actor.system("memory_forget_any"))
 
 
-def _delete(memories: Any, memory_id: str) -> uuid.UUID:
+def _delete(memories: MemoryQuerySet, memory_id: str, actor: Actor) -> uuid.UUID:
     parsed = path_id(memory_id)
-    deleted, _ = memories.filter(id=parsed).delete()
-    if not deleted:
-        raise NotFound()
+    with transaction.atomic():
+        row = memories.filter(id=parsed).select_for_update().values("tenant_id", "subject_id", "text").first()
+        if row is None:
+            raise NotFound()
+        Memory.objects.filter(id=parsed).delete()
+        audit_record(
+            tenant_id=row["tenant_id"],
+            actor=actor,
+            action=DeletionAudit.Action.DELETE,
+            rows=[Removed(Memory._meta.db_table, parsed, row["subject_id"], row["text"])],
+        )
     return parsed
 
 
-def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
-    """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op."""
+def memory_supersede(*, scope: Scope, old_id: str, new_id: str, actor: Actor | None = None) -> Memory:
+    """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op.
+
+    A correction hides the old row from default reads: it is audited (`actor`: who and why) in the same
+    transaction, once, when it happens.
+    """
     old_uuid, new_uuid = path_id(old_id), path_id(new_id)
     if old_uuid == new_uuid:
         raise SelfSupersede()
@@ -130,6 +152,12 @@ def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
             raise AlreadySuperseded()
         old.superseded_by = new
         old.save(update_fields=["superseded_by", "updated_at"])
+        audit_record(
+            tenant_id=scope.tenant_id,
+            actor=actor or Actor.system("memory_supersede"),
+            action=DeletionAudit.Action.SUPERSEDE,
+            rows=[Removed(Memory._meta.db_table, old.id, old.subject_id, old.text)],
+        )
     return old
 
 
@@ -236,8 +264,14 @@ def session_append(
     content: str,
     metadata: dict[str, Any] | None = None,
     expires_at: datetime | None = None,
+    report: SecretReport | None = None,
 ) -> SessionTurn:
-    """Append one turn to the subject's session. Turns are never updated."""
+    """Append one turn to the subject's session. Turns are never updated.
+
+    The tenant's secret policy runs first (SecretDetected, or redacted into `report`).
+    """
+    clean = apply_secret_policy(scope.tenant_id, {"content": content, "metadata": metadata}, report=report)
+    content, metadata = clean["content"], clean["metadata"]
     if (
         scope.project_id is not None
         and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None
