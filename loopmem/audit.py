@@ -13,9 +13,11 @@ import hmac
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from loopmem.models import DeletionAudit
 from loopmem.principal import Principal
@@ -87,3 +89,15 @@ def audit_record(*, tenant_id: uuid.UUID, actor: Actor, action: str, rows: Itera
         for row in rows
     ]
     return DeletionAudit.objects.bulk_create(entries) if entries else []
+
+
+def audit_rows(
+    *, tenant_id: uuid.UUID, since: datetime | None = None, subject_id: str | None = None
+) -> QuerySet[DeletionAudit]:
+    """The tenant's audit rows, oldest first; from `since`, of one subject (matched by its keyed hash)."""
+    rows = DeletionAudit.objects.filter(tenant_id=tenant_id)
+    if since is not None:
+        rows = rows.filter(recorded_at__gte=since)
+    if subject_id is not None:
+        rows = rows.filter(subject_hash=audit_hash(subject_id))
+    return rows.order_by("recorded_at", "id")

@@ -250,6 +250,12 @@ class PromotionJob(models.Model):
             models.Index(fields=["tenant", "state"], name="promotion_jobs_state_idx"),
             models.Index(fields=["state", "updated_at"], name="promotion_jobs_rescue_idx"),
             models.Index(fields=["tenant", "compiled_at"], name="promotion_jobs_budget_idx"),
+            # The retention sweep deletes finished jobs past their days.
+            models.Index(
+                fields=["tenant", "finished_at"],
+                name="promotion_jobs_finished_idx",
+                condition=Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -205,6 +205,11 @@ def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_supersede
     send(BUMP_RECALL_COUNTS_TASK, (str(tenant_id), ids))
 
 
+def recall_bump_key(tenant_id: uuid.UUID, memory_id: object) -> str:
+    """The Redis key of a memory's bump cooldown (tenant first, so an erasure finds a tenant's by prefix)."""
+    return f"loopmem:recall_bump:{tenant_id}:{memory_id}"
+
+
 def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
     """The ids not bumped within the cooldown, by one pipelined SET NX per id (one round trip)."""
     if not memory_ids:
@@ -213,7 +218,7 @@ def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
     try:
         pipe = redis_client().pipeline()
         for memory_id in memory_ids:
-            pipe.set(f"loopmem:recall_bump:{tenant_id}:{memory_id}", 1, nx=True, ex=cooldown)
+            pipe.set(recall_bump_key(tenant_id, memory_id), 1, nx=True, ex=cooldown)
         admitted = pipe.execute()
     except (redis.RedisError, OSError):
         return memory_ids  # fail open: the conditional UPDATE still enforces the cooldown

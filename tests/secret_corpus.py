@@ -13,7 +13,8 @@ import base64
 import json
 import random
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from loopmem.secret_scan import Finding
 
@@ -451,3 +452,49 @@ def covers(findings: list[Finding], case: Secret) -> bool:
     start = case.text.index(case.secret)
     end = start + len(case.secret)
     return any(f.kind == case.kind and f.start <= start and f.end >= end for f in findings)
+
+
+# --- What the write-path tests share -------------------------------------------------------------------------
+
+# Every secret of the corpus, the non-ASCII one included: each write path must refuse all of them.
+WRITE_SECRETS = [*SECRETS, NON_ASCII]
+SECRET_DETECTED_MESSAGE = (
+    "The request holds what looks like a secret (a credential, key, token or card number); nothing was stored. "
+    "Store a pointer to where the secret is kept (a vault path, an environment variable name) instead."
+)
+
+
+def secret_span(case: Secret) -> tuple[int, int]:
+    start = case.text.index(case.secret)
+    return start, start + len(case.secret)
+
+
+def refused_over_its_span(details: dict[str, Any], name: str, case: Secret, offset: int = 0) -> bool:
+    """A refusal names the case's kind and a span of field `name` covering the secret (`offset`: where the
+    case's text starts in that field's value)."""
+    start, end = secret_span(case)
+    spans = details.get("spans", {}).get(name, [])
+    covered = any(s <= start + offset and e >= end + offset for s, e in spans)
+    return case.kind in details.get("kinds", []) and covered
+
+
+@dataclass
+class PathFigures:
+    """One write path's result over the whole corpus: which secrets got through, which look-alikes were refused."""
+
+    path: str
+    false_negatives: list[str] = field(default_factory=list)
+    false_positives: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        kinds = len({c.kind for c in WRITE_SECRETS})
+        return (
+            f"secret corpus on {self.path}: {len(WRITE_SECRETS)} secrets of {kinds} kinds, {len(BENIGN)} look-alikes; "
+            f"false negatives {len(self.false_negatives)} {self.false_negatives}, "
+            f"false positives {len(self.false_positives)} {self.false_positives}"
+        )
+
+    def check(self) -> None:
+        print(self.report())  # noqa: T201 - the figures are the point; docs/security.md quotes them.
+        assert self.false_negatives == []
+        assert len(self.false_positives) <= 2
