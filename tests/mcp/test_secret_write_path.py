@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 
 import anyio
+import pytest
 from django.test import override_settings
 from mcp import Client
 
+from agent import client as api
 from agent.client import LoopmemClient
 from agent.mcp_server import build_server
 from loopmem.secret_scan import scan
@@ -71,3 +73,20 @@ def test_the_remember_tool_refuses_every_secret_and_stores_every_look_alike(agen
     stored = list(Memory.objects.values_list("text", flat=True))
     assert sorted(stored) == sorted(LEAD + text for name, text in BENIGN if name not in figures.false_positives)
     assert recording_embedder.texts == []  # nothing embedded yet (no worker), let alone a secret
+
+
+@live_db
+def test_the_typed_client_raises_secret_detected_with_its_details(agent: Agent):
+    [case] = [c for c in WRITE_SECRETS if c.id == "aws_key_id"]
+    with pytest.raises(api.SecretDetected) as refused:
+        LoopmemClient(agent.url, agent.key).memory_remember(text=case.text)
+
+    findings = scan(case.text)
+    assert refused.value.envelope() == {
+        "error": {
+            "status": 422,
+            "code": "secret_detected",
+            "message": SECRET_DETECTED_MESSAGE,
+            "details": {"kinds": ["aws_access_key"], "spans": {"text": [[f.start, f.end] for f in findings]}},
+        }
+    }
