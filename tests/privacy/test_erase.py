@@ -14,6 +14,7 @@ from agent.client import LoopmemClient
 from agent.mcp_server import build_server
 from knowledge.models import Article, ArticleAccessEvent
 from loopmem.audit import Actor, audit_hash
+from loopmem.heavy_read import redis_client
 from loopmem.models import DeletionAudit
 from loopmem.scope import Scope
 from loopmem.services import tenant_set_provider
@@ -51,8 +52,6 @@ def post(client, path, body, expect=(200, 201, 202)):
 
 
 def subject_keys(tenant) -> list[bytes]:
-    from loopmem.heavy_read import redis_client
-
     return list(redis_client().scan_iter(match=history.subject_pattern(tenant.id, SUBJECT)))
 
 
@@ -235,7 +234,7 @@ def test_erase_tenant_removes_every_subject_and_leaves_other_tenants(tenant, oth
 def test_erase_tenant_removes_the_tenants_recall_keys_in_redis(tenant, other_tenant):
     history.mark_shown(tenant_id=tenant.id, subject_id="a", session_id="s", ids=["x"])
     history.mark_shown(tenant_id=other_tenant.id, subject_id="a", session_id="s", ids=["x"])
-    memory_services._bump_admitted(tenant.id, [str(uuid.uuid4())])
+    redis_client().set(memory_services.recall_bump_key(tenant.id, uuid.uuid4()), 1, ex=60)
 
     report = tenant_erase(tenant=tenant, actor=Actor.operator("erase_tenant"))
 

@@ -266,3 +266,32 @@ def test_set_tenant_policy_sets_and_prints_the_policy(tenant, capsys):
         call_command("set_tenant_policy", "--tenant", "acme", "--secrets", "sometimes")
     with pytest.raises(CommandError, match="not_found"):
         call_command("set_tenant_policy", "--tenant", "nobody", "--secrets", "allow")
+
+
+# --- projects: a repo URL is where a token most often rides along ---------------------------------------------
+
+TOKEN = "gh" + "p_" + rand("policy-github", ALNUM, 36)
+REPO_URL = f"https://x-token:{TOKEN}@github.com/acme/shop.git"
+
+
+def test_a_project_whose_repo_url_carries_a_token_is_refused(client_for, user_key):
+    user = client_for(user_key)
+    response = user.post("/api/v1/projects", {"name": "Shop", "repo_url": REPO_URL}, format="json")
+
+    assert response.json() == refused(
+        {"kinds": sorted({f.kind for f in scan(REPO_URL)}), "spans": {"repo_url": spans(REPO_URL)}}
+    )
+    assert TOKEN not in response.content.decode()
+    assert user.get("/api/v1/projects").json()["meta"]["total_count"] == 0
+
+
+def test_a_redacted_project_keeps_its_repository_reference(client_for, user_key, redacting):
+    response = client_for(user_key).post("/api/v1/projects", {"name": "Shop", "repo_url": REPO_URL}, format="json")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert TOKEN not in body["data"]["repo_url"]
+    assert body["data"]["repo_url"].endswith("@github.com/acme/shop.git")
+    assert body["meta"]["redacted"]["spans"] == {"repo_url": spans(REPO_URL)}
+    resolved = client_for(user_key).get("/api/v1/projects/resolve", {"repo_url": "acme/shop"})
+    assert resolved.json()["data"]["id"] == body["data"]["id"]
