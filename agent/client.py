@@ -104,6 +104,12 @@ class QuotaExceeded(LoopmemAPIError):
     code = "quota_exceeded"
 
 
+class SecretDetected(LoopmemAPIError):
+    """The write held what looks like a secret and the tenant refuses them: `details` has `kinds` and `spans`."""
+
+    code = "secret_detected"
+
+
 class RateLimited(LoopmemAPIError):
     code = "rate_limited"
 
@@ -132,6 +138,7 @@ _ERRORS_BY_CODE: dict[str, type[LoopmemAPIError]] = {
         NotFound,
         ValidationFailed,
         QuotaExceeded,
+        SecretDetected,
         RateLimited,
         PromotionBudgetExceeded,
         HeavyReadOverloaded,

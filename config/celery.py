@@ -19,6 +19,8 @@ app.conf.beat_schedule = {
     "session-prune": {"task": "memory.tasks.prune_session_turns_task", "schedule": crontab(minute=17)},
     # Hourly (< the 90 min sweep window < the 2 h TTL): every session is compiled before its turns expire.
     "promotion-sweep": {"task": "memory.tasks.promotion_sweep_task", "schedule": crontab(minute=7)},
+    # Hourly: access-ledger rows and finished promotion jobs past their retention go, query texts sooner.
+    "retention-prune": {"task": "privacy.tasks.retention_prune_task", "schedule": crontab(minute=27)},
     # Hourly: memories recalled often enough graduate into owner-visible knowledge.
     "graduation-sweep": {"task": "memory.tasks.graduation_sweep_task", "schedule": crontab(minute=37)},
     # Daily, quiet hours: promotion-quality figures per tenant LLM (calibration, never a gate).

@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/v1/", include("memory.urls")),
     path("api/v1/", include("recall.urls")),
     path("api/v1/", include("knowledge.urls")),
+    path("api/v1/", include("privacy.urls")),
 ]
 
 handler404 = "loopmem.http_errors.not_found_view"

@@ -22,10 +22,11 @@ from knowledge.serializers import (
     KnowledgeSearchIn,
 )
 from knowledge.visibility import Viewer, viewer_for
-from loopmem.envelopes import paginated
+from loopmem.envelopes import paginated, with_redactions
 from loopmem.inputs import parse, parse_body
 from loopmem.models import ApiKey
 from loopmem.params import page_params
+from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
 
 
@@ -45,9 +46,11 @@ class ArticleViewSet(KnowledgeViewSet):
     @extend_schema(request=ArticleProposeIn, responses={201: None, 200: None})
     def create(self, request: Request) -> Response:
         args = parse_body(ArticleProposeIn, request)
-        proposal = services.article_propose(viewer=self.viewer, **args)
+        redacted = SecretReport()  # the tenant's secret policy: `meta.redacted` only when it redacted
+        proposal = services.article_propose(viewer=self.viewer, report=redacted, **args)
+        body = envelopes.proposal(verdict=proposal.verdict, created=proposal.created, article=proposal.article)
         return Response(
-            envelopes.proposal(verdict=proposal.verdict, created=proposal.created, article=proposal.article),
+            with_redactions(body, redacted),
             status=status.HTTP_201_CREATED if proposal.created else status.HTTP_200_OK,
         )
 
@@ -83,8 +86,9 @@ class ArticleViewSet(KnowledgeViewSet):
     @extend_schema(request=ArticlePatchIn, responses={200: ArticleOut})
     def partial_update(self, request: Request, pk: str) -> Response:
         args = parse_body(ArticlePatchIn, request)
-        article = services.article_update(viewer=self.viewer, article_id=pk, **args)
-        return Response({"data": ArticleOut(article).data})
+        redacted = SecretReport()
+        article = services.article_update(viewer=self.viewer, article_id=pk, report=redacted, **args)
+        return Response(with_redactions({"data": ArticleOut(article).data}, redacted))
 
 
 class KnowledgeSearchViewSet(KnowledgeViewSet):

@@ -18,6 +18,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from knowledge.models import Article, ArticleAccessEvent, RetrievalMetricsSnapshot
+from loopmem.secret_scan import redact, scan
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
@@ -47,11 +48,15 @@ def access_record_surfacing(
     """Write `search` rows for the published articles among the first 20 of `articles` (ranked results).
 
     `rank` is 1-based (`first_rank` for the first article: a page's offset + 1). Rows carry the search id in
-    `metadata.search_id` and `origin_search_id`. Returns False (and logs) when the write failed.
+    `metadata.search_id` and `origin_search_id`, and the query with any secret redacted in `metadata.query`.
+    Returns False (and logs) when the write failed.
     """
     if project_id is not None and project_in_tenant(tenant_id=tenant_id, project_id=project_id) is None:
         project_id = None  # attribution only: a read's unknown or foreign project is never written as ours
     returned = len(articles) if results_returned is None else results_returned
+    # Queries are not refused (a read stores nothing the caller meant to keep), but the ledger's copy is: it
+    # is kept for days (LOOPMEM_QUERY_TEXT_RETENTION_DAYS), so a secret pasted into a search is redacted.
+    query = redact(query, scan(query))
     rows = [
         ArticleAccessEvent(
             tenant_id=tenant_id,

@@ -221,6 +221,10 @@ class ArticleAccessEvent(models.Model):
                 name="access_tenant_search_idx",
                 condition=Q(origin_search_id__isnull=False),
             ),
+            # The retention sweep blanks query texts past their days: it reads only rows still holding one.
+            models.Index(
+                fields=["tenant", "accessed_at"], name="access_query_text_idx", condition=Q(metadata__has_key="query")
+            ),
         ]
 
     def __str__(self) -> str:

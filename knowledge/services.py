@@ -39,6 +39,7 @@ from loopmem.errors import (
 from loopmem.models import Tenant
 from loopmem.params import path_id
 from loopmem.queue import enqueue_on_commit
+from loopmem.secret_policy import SecretReport, apply_secret_policy
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ def article_propose(
     on_low_novelty: OnLowNovelty = "draft",
     on_gate_unavailable: OnGateUnavailable = "create",
     embedding: QueryEmbedding | None = None,
+    report: SecretReport | None = None,
 ) -> Proposal:
     """Write an article through the novelty gate (reference §4.10 propose_article).
 
@@ -161,7 +163,16 @@ def article_propose(
     `visibility` defaults to `shared` for a viewer that sees everything and `owner` for an agent;
     `owner_subject_id` to the viewer's subject. `embedding`, when given (e.g. a graduating memory's vector),
     is used by the gate only: the article's own vector is then computed from its title and body by the task.
+
+    The tenant's secret policy runs first (SecretDetected, or redacted into `report`), before the gate sends
+    the text to the embedding provider. A redacted tag then fails the tag rule like any other malformed tag.
     """
+    tenant = Tenant.objects.get(id=viewer.tenant_id)
+    clean = apply_secret_policy(
+        tenant, {"title": title, "body": body, "tags": list(tags) or None, "metadata": metadata}, report=report
+    )
+    title, body, metadata = clean["title"], clean["body"], clean["metadata"]
+    tags = clean["tags"] or ()
     draft = _validated(
         viewer,
         title=title,
@@ -180,7 +191,6 @@ def article_propose(
         if existing is not None:
             return Proposal(verdict="deduplicated", article=existing)
 
-    tenant = Tenant.objects.get(id=viewer.tenant_id)
     assessment = article_assess(viewer=viewer, tenant=tenant, text=draft.embedding_text, embedding=embedding)
     # A caller's vector may be of other text (a memory's); only the gate's own vector of this text is stored.
     own_vector = assessment.embedding if embedding is None else None
@@ -380,13 +390,20 @@ def article_update(
     body: str | None = None,
     tags: Sequence[str] | None = None,
     status: str | None = None,
+    report: SecretReport | None = None,
 ) -> Article:
     """Change an article's title, body, tags or status (None leaves a field as it is).
 
     An agent may change only the articles it owns; user, orchestrator and superadmin keys any of the
     tenant's. A hidden article is a 404; a visible one the agent does not own is a 403. A changed title or
     body drops the vector and re-embeds after commit, so the article is never found by stale meaning.
+    The tenant's secret policy runs first over the fields given (SecretDetected, or redacted into `report`).
     """
+    clean = apply_secret_policy(
+        viewer.tenant_id, {"title": title, "body": body, "tags": None if tags is None else list(tags)}, report=report
+    )
+    title, body = clean["title"], clean["body"]
+    tags = clean["tags"]
     errors: dict[str, list[str]] = {}
     if title is not None:
         title = title.strip()

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from loopmem.outcome import outcome_for
+from loopmem.secret_policy import SecretReport
 
 
 class PageMeta(TypedDict, total=False):
@@ -27,3 +28,13 @@ def paginated(rows: Iterable[Any], *, total_count: int, limit: int, offset: int,
     if outcome:
         meta["outcome"] = outcome_for(meta, count=len(data), offset=offset)
     return {"data": data, "meta": meta}
+
+
+def with_redactions(body: dict[str, Any], report: SecretReport) -> dict[str, Any]:
+    """The body, plus `meta.redacted` (`{kinds, spans}`) when the secret policy redacted the write.
+
+    Additive (DESIGN §11): a write with nothing redacted answers exactly as before, with no `meta` key.
+    """
+    if report:
+        body.setdefault("meta", {})["redacted"] = report.details()
+    return body

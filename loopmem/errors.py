@@ -217,6 +217,21 @@ class AlreadyGraduated(DomainError):
     )
 
 
+class SecretDetected(DomainError):
+    """The write holds what looks like a secret and the tenant's policy refuses it; nothing was stored.
+
+    `details.kinds` lists the kinds found and `details.spans` maps each field to the `[start, end]` character
+    offsets of its findings: never the secret itself.
+    """
+
+    status, code, default_message = (
+        422,
+        "secret_detected",
+        "The request holds what looks like a secret (a credential, key, token or card number); nothing was "
+        "stored. Store a pointer to where the secret is kept (a vault path, an environment variable name) instead.",
+    )
+
+
 class RateLimited(DomainError):
     """Too many requests; `retry_after` seconds until the window resets."""
 

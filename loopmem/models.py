@@ -9,6 +9,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from loopmem.crypto import EncryptedTextField
 
@@ -20,6 +21,14 @@ class TenantQuerySet(models.QuerySet["Tenant"]):
         with contextlib.suppress(ValueError):
             match |= Q(id=uuid.UUID(value))
         return self.filter(match)
+
+
+class SecretPolicy(models.TextChoices):
+    """What a write holding a secret does (docs/security.md): refused (the default), redacted, or stored as sent."""
+
+    REFUSE = "refuse"
+    REDACT = "redact"
+    ALLOW = "allow"
 
 
 class Tenant(models.Model):
@@ -40,6 +49,8 @@ class Tenant(models.Model):
     llm_model = models.CharField(max_length=200, blank=True, default="")
     llm_base_url = models.CharField(max_length=500, blank=True, default="")
     llm_api_key = EncryptedTextField(blank=True, default="")
+    # Set by `manage.py set_tenant_policy --secrets`; read by loopmem.secret_policy on every write.
+    secret_policy = models.CharField(max_length=16, choices=SecretPolicy.choices, default=SecretPolicy.REFUSE)
 
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -48,6 +59,11 @@ class Tenant(models.Model):
 
     class Meta:
         db_table = "tenants"
+        constraints = [
+            models.CheckConstraint(
+                name="tenants_secret_policy_valid", condition=Q(secret_policy__in=["refuse", "redact", "allow"])
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.slug
@@ -122,3 +138,46 @@ class ApiKey(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > now
+
+
+class DeletionAudit(models.Model):
+    """One deleted (or superseded, or blanked) row, on record: who, what, when and why; never the text.
+
+    Append-only: a database trigger refuses every UPDATE and DELETE of this table (migration 0004), and no
+    foreign key ties it to a row that could cascade it away. `text_hash` and `subject_hash` are keyed HMACs
+    (`loopmem.audit`): they confirm a known text against the record, and cannot give one back.
+    """
+
+    class Action(models.TextChoices):
+        DELETE = "delete"  # the row is gone
+        SUPERSEDE = "supersede"  # a correction: the row stays, hidden from default reads
+        BLANK = "blank"  # the row stays, its text is removed (an access event's query)
+
+    id = models.BigAutoField(primary_key=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    tenant_id = models.UUIDField()
+    subject_hash = models.CharField(max_length=64, blank=True, default="")
+    # Who: the API key (None for an operator command or the system) and its role, or "operator" / "system".
+    actor_key_id = models.UUIDField(null=True, blank=True)
+    actor_role = models.CharField(max_length=32)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    table_name = models.CharField(max_length=64)
+    row_id = models.CharField(max_length=200)
+    text_hash = models.CharField(max_length=64, blank=True, default="")  # "" when the row holds no text
+    # Why: the endpoint ("DELETE /api/v1/memory/:id") or the command ("erase_subject").
+    reason = models.CharField(max_length=200)
+
+    class Meta:
+        db_table = "deletion_audit"
+        constraints = [
+            models.CheckConstraint(
+                name="deletion_audit_action_valid", condition=Q(action__in=["delete", "supersede", "blank"])
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant_id", "recorded_at", "id"], name="deletion_audit_tenant_time_idx"),
+            models.Index(fields=["tenant_id", "subject_hash", "recorded_at"], name="deletion_audit_subject_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} of {self.table_name} {self.row_id}"

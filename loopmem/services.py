@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from loopmem.errors import Conflict, NotFound, ValidationFailed
-from loopmem.models import ApiKey, Tenant
+from loopmem.models import ApiKey, SecretPolicy, Tenant
 from loopmem.principal import hash_key
 from loopmem.scope import MAX_SUBJECT_ID_BYTES
 
@@ -184,3 +184,13 @@ def tenant_provider_summary(tenant: Tenant) -> dict[str, object]:
         "llm_base_url": tenant.llm_base_url or None,
         "llm_api_key_set": bool(tenant.llm_api_key),
     }
+
+
+def tenant_set_policy(*, tenant: Tenant, secrets: str | None = None) -> Tenant:
+    """Set the tenant's policies; None leaves one as it is. `secrets`: refuse | redact | allow (docs/security.md)."""
+    if secrets is not None and secrets not in SecretPolicy.values:
+        raise ValidationFailed(details={"secrets": [f"must be one of {', '.join(SecretPolicy.values)}"]})
+    if secrets is not None and secrets != tenant.secret_policy:
+        tenant.secret_policy = secrets
+        tenant.save(update_fields=["secret_policy", "updated_at"])
+    return tenant

@@ -18,13 +18,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem.envelopes import paginated
+from loopmem.audit import Actor
+from loopmem.envelopes import paginated, with_redactions
 from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
 from loopmem.http_errors import as_domain_error, error_body
 from loopmem.inputs import json_object, parse, parse_body
 from loopmem.models import ApiKey
 from loopmem.params import page_params
 from loopmem.ratelimit import ApiKeyRateThrottle
+from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
 from memory import envelopes, graduation, selectors, services
 from memory.models import Memory
@@ -111,16 +113,18 @@ class MemoryViewSet(ScopedViewSet):
 
     @extend_schema(request=RememberIn, responses={201: MemoryOut})
     def create(self, request: Request) -> Response:
-        return Response({"data": self._remember(json_object(request))}, status=status.HTTP_201_CREATED)
+        redacted = SecretReport()  # the tenant's secret policy: `meta.redacted` only when it redacted
+        data = self._remember(json_object(request), redacted)
+        return Response(with_redactions({"data": data}, redacted), status=status.HTTP_201_CREATED)
 
-    def _remember(self, body: dict[str, Any]) -> Any:
-        """One remember body (either tier) written: the `data` of its 201."""
+    def _remember(self, body: dict[str, Any], redacted: SecretReport) -> Any:
+        """One remember body (either tier) written under the tenant's secret policy: the `data` of its 201."""
         target = parse(TierIn, body)
         scope = self.scope_in(target["project_id"])
         if target["tier"] == "session":
-            turn = services.session_append(scope=scope, **parse(SessionTurnIn, body))
+            turn = services.session_append(scope=scope, report=redacted, **parse(SessionTurnIn, body))
             return SessionTurnOut(turn).data
-        memory = services.memory_remember(scope=scope, **parse(RememberIn, body))
+        memory = services.memory_remember(scope=scope, report=redacted, **parse(RememberIn, body))
         return MemoryOut(memory).data
 
     @extend_schema(
@@ -178,8 +182,10 @@ class MemoryViewSet(ScopedViewSet):
 
         The old row is never changed but for its `superseded_by`; the new one keeps its project and source."""
         changes = parse_body(MemoryPatchIn, request)
-        memory = services.memory_correct(scope=self.scope, memory_id=pk, **changes)
-        return Response({"data": MemoryOut(memory).data})
+        redacted = SecretReport()
+        actor = Actor.of(self.principal, "PATCH /api/v1/memory/:id")
+        memory = services.memory_correct(scope=self.scope, memory_id=pk, report=redacted, actor=actor, **changes)
+        return Response(with_redactions({"data": MemoryOut(memory).data}, redacted))
 
     @extend_schema(responses={200: MemoryOut(many=True)})
     @action(detail=True, methods=["get"])
@@ -190,10 +196,12 @@ class MemoryViewSet(ScopedViewSet):
 
     @extend_schema(responses={200: OpenApiResponse(description="{data: {id, deleted: true}}"), 404: None})
     def destroy(self, request: Request, pk: str) -> Response:
+        actor = Actor.of(self.principal, "DELETE /api/v1/memory/:id")
         if self.principal.role == ApiKey.Role.SUPERADMIN:
-            memory_id = services.memory_forget_any(tenant_id=self.principal.require_tenant().id, memory_id=pk)
+            tenant_id = self.principal.require_tenant().id
+            memory_id = services.memory_forget_any(tenant_id=tenant_id, memory_id=pk, actor=actor)
         else:
-            memory_id = services.memory_forget(scope=self.scope, memory_id=pk)
+            memory_id = services.memory_forget(scope=self.scope, memory_id=pk, actor=actor)
         return Response({"data": {"id": str(memory_id), "deleted": True}})
 
     @extend_schema(
@@ -270,7 +278,9 @@ class MemoryViewSet(ScopedViewSet):
                 ApiKeyRateThrottle().allow_request(request, self)
             if not isinstance(item, dict):
                 raise ValidationFailed(details={"memory": ["must be an object"]})
-            return {"index": index, "status": status.HTTP_201_CREATED, "memory": self._remember(item)}
+            redacted = SecretReport()
+            written = {"index": index, "status": status.HTTP_201_CREATED, "memory": self._remember(item, redacted)}
+            return with_redactions(written, redacted)  # an item's `meta.redacted`, as on a single write
         except Exception as exc:
             error = as_domain_error(exc)
             if error is None:

@@ -23,9 +23,18 @@ from knowledge.tags import sanitize_tags
 from knowledge.visibility import viewer_for_scope
 from loopmem import embeddings
 from loopmem.embeddings import QueryEmbedding
-from loopmem.errors import AlreadyGraduated, DuplicateTitle, GateUnavailable, NotFound, ValidationFailed
+from loopmem.errors import (
+    AlreadyGraduated,
+    DuplicateTitle,
+    GateUnavailable,
+    NotFound,
+    SecretDetected,
+    ValidationFailed,
+)
+from loopmem.models import SecretPolicy
 from loopmem.params import path_id
 from loopmem.scope import Scope
+from loopmem.secret_policy import apply_secret_policy
 from memory.models import Memory
 
 logger = logging.getLogger("loopmem.graduation")
@@ -67,6 +76,11 @@ def memory_graduate(
 
     title = graduation_title(memory.text, memory.id)
     try:
+        # A memory holding a secret never becomes an article, whatever the tenant's policy (a tenant that
+        # allows secrets in its memories may have stored one): refused before the gate embeds anything.
+        apply_secret_policy(
+            scope.tenant_id, {"text": memory.text, "tags": memory.tags or None}, policy=SecretPolicy.REFUSE
+        )
         proposal = article_propose(
             viewer=viewer,
             title=title,
@@ -102,7 +116,7 @@ def memory_graduate(
             _stamp(memory.id)
             return Proposal(verdict="duplicate", article=holder)
         raise AlreadyGraduated() from exc
-    except ValidationFailed:
+    except (ValidationFailed, SecretDetected):
         if stamp_structural_error:
             _stamp(memory.id)
         raise
@@ -130,7 +144,8 @@ def _stamp(memory_id: uuid.UUID) -> None:
 def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]:
     """Graduate up to `max_per_run` hot memories, fairly: random tenants, ceil(cap / tenants) each, round-robin.
 
-    Never re-scopes. Stamps every durable verdict and structural errors; never `gate_unavailable`.
+    Never re-scopes. Stamps every durable verdict, structural errors and memories holding a secret (their text
+    never changes, so neither does the answer); never `gate_unavailable`.
     """
     cap = max_per_run if isinstance(max_per_run, int) and max_per_run > 0 else settings.GRADUATION_MAX_PER_RUN
     threshold = settings.GRADUATION_RECALL_THRESHOLD
@@ -158,6 +173,8 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
             tally["gate_unavailable"] += 1
         except ValidationFailed:
             tally["structural_error"] += 1
+        except SecretDetected:
+            tally["secret_detected"] += 1
         except Exception:
             logger.exception("graduation of memory %s failed", memory_id)
             tally["error"] += 1
@@ -166,7 +183,7 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
         "candidates": len(order),
         "processed": sum(tally.values()),
         "graduated": sum(tally[v] for v in durable),
-        **{k: tally[k] for k in (*durable, "gate_unavailable", "structural_error", "error")},
+        **{k: tally[k] for k in (*durable, "gate_unavailable", "structural_error", "secret_detected", "error")},
     }
     logger.info("memory_graduation.swept %s", summary)
     return summary

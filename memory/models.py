@@ -307,6 +307,12 @@ class PromotionJob(models.Model):
             models.Index(
                 fields=["tenant", "subject_id", "session_id", "-inserted_at"], name="promotion_jobs_session_idx"
             ),
+            # The retention sweep deletes finished jobs past their days.
+            models.Index(
+                fields=["tenant", "finished_at"],
+                name="promotion_jobs_finished_idx",
+                condition=Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ import logging
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,20 +19,24 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from loopmem import embeddings
+from loopmem.audit import Actor, Removed, audit_record
 from loopmem.embedding_pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     AlreadySuperseded,
     InvalidProjectId,
     NotFound,
     QuotaExceeded,
+    SecretDetected,
     SelfSupersede,
     SupersedeCycle,
 )
 from loopmem.heavy_read import redis_client
+from loopmem.models import DeletionAudit
 from loopmem.params import path_id
 from loopmem.queue import enqueue_on_commit, send
 from loopmem.scope import Scope
-from memory.models import Memory, SessionTurn
+from loopmem.secret_policy import SecretReport, apply_secret_policy
+from memory.models import Memory, MemoryQuerySet, SessionTurn
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
@@ -52,12 +56,16 @@ def memory_remember(
     metadata: dict[str, Any] | None = None,
     source_session_id: str | None = None,
     source: str = Memory.Source.EXPLICIT,
+    report: SecretReport | None = None,
 ) -> Memory:
     """Store a long-term memory under the subject's quota; it is embedded asynchronously after commit.
 
-    The quota counts live rows and is exact under concurrency: writers of one (tenant, subject) serialise on
-    a transaction-scoped advisory lock before counting.
+    The tenant's secret policy runs first (SecretDetected, or redacted into `report`): nothing refused is
+    stored or embedded. The quota counts live rows and is exact under concurrency: writers of one (tenant,
+    subject) serialise on a transaction-scoped advisory lock before counting.
     """
+    clean = apply_secret_policy(scope.tenant_id, {"text": text, "tags": tags, "metadata": metadata}, report=report)
+    text, tags, metadata = clean["text"], clean["tags"], clean["metadata"]
     if (
         scope.project_id is not None
         and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None
@@ -118,26 +126,41 @@ def lock_subject_quota(scope: Scope) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_QUOTA_LOCK_CLASS, subject_key])
 
 
-def memory_forget(*, scope: Scope, memory_id: str) -> uuid.UUID:
-    """Delete one of the subject's memories; what it superseded becomes live again (FK ON DELETE SET NULL)."""
-    return _delete(Memory.objects.for_scope(scope), memory_id)
+def memory_forget(*, scope: Scope, memory_id: str, actor: Actor | None = None) -> uuid.UUID:
+    """Delete one of the subject's memories; what it superseded becomes live again (FK ON DELETE SET NULL).
+
+    The deletion and its audit row (`actor`: who and why) commit together.
+    """
+    return _delete(Memory.objects.for_scope(scope), memory_id, actor or Actor.system("memory_forget"))
 
 
-def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str) -> uuid.UUID:
-    """Superadmin oversight: delete any memory of the tenant."""
-    return _delete(Memory.objects.for_tenant(tenant_id), memory_id)
+def memory_forget_any(*, tenant_id: uuid.UUID, memory_id: str, actor: Actor | None = None) -> uuid.UUID:
+    """Superadmin oversight: delete any memory of the tenant (audited like every forget)."""
+    return _delete(Memory.objects.for_tenant(tenant_id), memory_id, actor or Actor.system("memory_forget_any"))
 
 
-def _delete(memories: Any, memory_id: str) -> uuid.UUID:
+def _delete(memories: MemoryQuerySet, memory_id: str, actor: Actor) -> uuid.UUID:
     parsed = path_id(memory_id)
-    deleted, _ = memories.filter(id=parsed).delete()
-    if not deleted:
-        raise NotFound()
+    with transaction.atomic():
+        row = memories.filter(id=parsed).select_for_update().values("tenant_id", "subject_id", "text").first()
+        if row is None:
+            raise NotFound()
+        Memory.objects.filter(id=parsed).delete()
+        audit_record(
+            tenant_id=row["tenant_id"],
+            actor=actor,
+            action=DeletionAudit.Action.DELETE,
+            rows=[Removed(Memory._meta.db_table, parsed, row["subject_id"], row["text"])],
+        )
     return parsed
 
 
-def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
-    """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op."""
+def memory_supersede(*, scope: Scope, old_id: str, new_id: str, actor: Actor | None = None) -> Memory:
+    """Mark `old` as superseded by `new` (reference §4.14); repeating the same call is a no-op.
+
+    A correction hides the old row from default reads: it is audited (`actor`: who and why) in the same
+    transaction, once, when it happens.
+    """
     old_uuid, new_uuid = path_id(old_id), path_id(new_id)
     if old_uuid == new_uuid:
         raise SelfSupersede()
@@ -161,6 +184,12 @@ def memory_supersede(*, scope: Scope, old_id: str, new_id: str) -> Memory:
             raise AlreadySuperseded()
         old.superseded_by = new
         old.save(update_fields=["superseded_by", "updated_at"])
+        audit_record(
+            tenant_id=scope.tenant_id,
+            actor=actor or Actor.system("memory_supersede"),
+            action=DeletionAudit.Action.SUPERSEDE,
+            rows=[Removed(Memory._meta.db_table, old.id, old.subject_id, old.text)],
+        )
     return old
 
 
@@ -175,8 +204,12 @@ def memory_correct(
     confidence: float | None = None,
     tags: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
+    report: SecretReport | None = None,
+    actor: Actor | None = None,
 ) -> Memory:
     """Write a corrected version of one of the subject's live memories and link the chain; the old row is kept.
+
+    The fields the correction brings pass the tenant's secret policy first, like any write.
 
     The new row carries the old row's fields with the given ones replacing them (project and source kept) and
     is embedded like any write. One transaction, under the subject's lock, with the old row locked FOR UPDATE
@@ -184,6 +217,11 @@ def memory_correct(
     link and gets `already_superseded`. The quota is not charged: one live row replaces another.
     """
     parsed = path_id(memory_id)
+    given = {
+        name: value for name, value in (("text", text), ("tags", tags), ("metadata", metadata)) if value is not None
+    }
+    clean = apply_secret_policy(scope.tenant_id, given, report=report)
+    text, tags, metadata = clean.get("text", text), clean.get("tags", tags), clean.get("metadata", metadata)
     with transaction.atomic():
         lock_subject_quota(scope)
         old = Memory.objects.for_scope(scope).defer("embedding").select_for_update().filter(id=parsed).first()
@@ -206,6 +244,13 @@ def memory_correct(
         if linked != 1:  # unreachable while the lock is held; the database still has the last word
             current = Memory.objects.filter(id=old.id).values_list("superseded_by_id", flat=True).first()
             raise AlreadySuperseded(details={"superseded_by": str(current)})
+        # The superseded version leaves default reads: on record like any supersede (never its text).
+        audit_record(
+            tenant_id=scope.tenant_id,
+            actor=actor or Actor.system("memory_correct"),
+            action=DeletionAudit.Action.SUPERSEDE,
+            rows=[Removed(Memory._meta.db_table, old.id, old.subject_id, old.text)],
+        )
     return new
 
 
@@ -301,6 +346,7 @@ def memory_import(
     rows left live. When it is reached the import stops there: what was written stays, and the report says
     where (`stopped_at`).
     """
+    rows = _rows_under_secret_policy(scope, rows)
     report = ImportReport(lines=len(rows))
     index_of: dict[uuid.UUID | None, int] = {row.origin_id: i for i, row in enumerate(rows) if row.origin_id}
     successor = _successors(rows, index_of)
@@ -351,6 +397,18 @@ def memory_import(
                 if progress is not None:
                     progress(len(chain))
     return report
+
+
+def _rows_under_secret_policy(scope: Scope, rows: Sequence[ImportRow]) -> list[ImportRow]:
+    """Every line passes the tenant's secret policy before anything is written: a refusal names its line."""
+    cleaned = []
+    for row in rows:
+        try:
+            clean = apply_secret_policy(scope.tenant_id, {"text": row.text, "tags": row.tags, "metadata": row.metadata})
+        except SecretDetected as refused:
+            raise SecretDetected(details={"line": row.line, **refused.details}) from None
+        cleaned.append(replace(row, text=clean["text"], tags=clean["tags"], metadata=clean["metadata"]))
+    return cleaned
 
 
 def _successors(rows: Sequence[ImportRow], index_of: Mapping[uuid.UUID | None, int]) -> dict[int, int]:
@@ -473,6 +531,11 @@ def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_supersede
     send(BUMP_RECALL_COUNTS_TASK, (str(tenant_id), ids))
 
 
+def recall_bump_key(tenant_id: uuid.UUID, memory_id: object) -> str:
+    """The Redis key of a memory's bump cooldown (tenant first, so an erasure finds a tenant's by prefix)."""
+    return f"loopmem:recall_bump:{tenant_id}:{memory_id}"
+
+
 def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
     """The ids not bumped within the cooldown, by one pipelined SET NX per id (one round trip)."""
     if not memory_ids:
@@ -481,7 +544,7 @@ def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
     try:
         pipe = redis_client().pipeline()
         for memory_id in memory_ids:
-            pipe.set(f"loopmem:recall_bump:{tenant_id}:{memory_id}", 1, nx=True, ex=cooldown)
+            pipe.set(recall_bump_key(tenant_id, memory_id), 1, nx=True, ex=cooldown)
         admitted = pipe.execute()
     except (redis.RedisError, OSError):
         return memory_ids  # fail open: the conditional UPDATE still enforces the cooldown
@@ -532,8 +595,14 @@ def session_append(
     content: str,
     metadata: dict[str, Any] | None = None,
     expires_at: datetime | None = None,
+    report: SecretReport | None = None,
 ) -> SessionTurn:
-    """Append one turn to the subject's session. Turns are never updated."""
+    """Append one turn to the subject's session. Turns are never updated.
+
+    The tenant's secret policy runs first (SecretDetected, or redacted into `report`).
+    """
+    clean = apply_secret_policy(scope.tenant_id, {"content": content, "metadata": metadata}, report=report)
+    content, metadata = clean["content"], clean["metadata"]
     if (
         scope.project_id is not None
         and project_in_tenant(tenant_id=scope.tenant_id, project_id=scope.project_id) is None

@@ -8,10 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from loopmem.envelopes import paginated
+from loopmem.envelopes import paginated, with_redactions
 from loopmem.inputs import parse
 from loopmem.models import ApiKey
 from loopmem.params import page_params
+from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
 from projects import selectors, services
 from projects.serializers import ProjectIn, ProjectOut, ProjectResolveIn
@@ -26,8 +27,9 @@ class ProjectViewSet(ScopedViewSet):
     def create(self, request: Request) -> Response:
         self.principal.require_role(*_CREATORS)
         tenant = self.principal.require_tenant()
-        project = services.project_create(tenant_id=tenant.id, **parse(ProjectIn, request.data))
-        return Response({"data": ProjectOut(project).data}, status=status.HTTP_201_CREATED)
+        redacted = SecretReport()
+        project = services.project_create(tenant_id=tenant.id, report=redacted, **parse(ProjectIn, request.data))
+        return Response(with_redactions({"data": ProjectOut(project).data}, redacted), status=status.HTTP_201_CREATED)
 
     @extend_schema(
         parameters=[

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 _SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^:/\s]+):(?P<path>[^/\s].*)$")
 
@@ -31,7 +31,9 @@ def parse_repo_url(value: str) -> RepoRef | None:
     text = value.strip()
     host: str | None
     if "://" in text:
-        parts = urlsplit(text)
+        parts = _split(text)
+        if parts is None:
+            return None
         host, path = parts.hostname, parts.path
     elif match := _SCP_LIKE.match(text):
         host, path = match["host"], match["path"]
@@ -44,3 +46,18 @@ def parse_repo_url(value: str) -> RepoRef | None:
     if len(segments) < 2 or any(" " in s for s in segments):
         return None
     return RepoRef(host=host.lower() if host else None, path="/".join(segments).lower())
+
+
+def _split(url: str) -> SplitResult | None:
+    """urlsplit, past credentials it cannot read: brackets in the user part (a redacted `[REDACTED:…]` password)
+    look to it like an IPv6 host and raise. The credentials name no repository, so they are dropped; a URL that
+    still does not split names none (None, never a 500)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        scheme, _, rest = url.partition("://")
+        authority, slash, path = rest.partition("/")
+        try:
+            return urlsplit(f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}")
+        except ValueError:
+            return None

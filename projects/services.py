@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from loopmem.errors import DuplicateSlug, ValidationFailed
+from loopmem.secret_policy import SecretReport, apply_secret_policy
 from projects.models import Project
 from projects.repo_url import parse_repo_url
 
@@ -24,8 +25,16 @@ def project_create(
     repo_url: str | None = None,
     description: str = "",
     metadata: dict[str, Any] | None = None,
+    report: SecretReport | None = None,
 ) -> Project:
-    """Create a project in a tenant; the slug defaults to the slugified name and is unique per tenant."""
+    """Create a project in a tenant; the slug defaults to the slugified name and is unique per tenant.
+
+    The tenant's secret policy runs first: a repo URL is where a token most often rides along
+    (`https://x-token:ghp_…@github.com/…`).
+    """
+    fields = {"name": name, "repo_url": repo_url, "description": description, "metadata": metadata}
+    clean = apply_secret_policy(tenant_id, fields, report=report)
+    name, repo_url, description, metadata = clean["name"], clean["repo_url"], clean["description"], clean["metadata"]
     name = name.strip()
     slug = (slug or "").strip().lower() or slugify(name)[:100].strip("-_")
     repo_url = (repo_url or "").strip()

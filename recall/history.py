@@ -1,7 +1,8 @@
 """Which articles a session has already been shown (containment), kept in Redis so every process shares it.
 
 Keyed by (tenant, subject, session, article): both halves of the caller's scope come before the client's
-session token, so another tenant or agent choosing the same token can never suppress rows from this recall.
+session token, so another tenant or agent choosing the same token can never suppress rows from this recall,
+and an erasure finds every key of a subject (or tenant) by prefix. Members are article ids, never text.
 Best effort: Redis trouble means nothing is suppressed, which is the behaviour without a session.
 """
 
@@ -22,10 +23,28 @@ from loopmem.heavy_read import redis_client
 logger = logging.getLogger(__name__)
 
 
-def _key(tenant_id: uuid.UUID, subject_id: str, session_id: str) -> str:
+PREFIX = "loopmem:recall_history"
+
+
+def _digest(*parts: str) -> str:
     # Hashed as a JSON list: agent and session ids may contain ":", and ("a", "b:c") must not be ("a:b", "c").
-    parts = json.dumps([str(tenant_id), subject_id, session_id])
-    return f"loopmem:recall_history:{hashlib.sha256(parts.encode()).hexdigest()}"
+    return hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()
+
+
+def tenant_pattern(tenant_id: uuid.UUID) -> str:
+    """A SCAN pattern matching every history key of the tenant (erasure)."""
+    return f"{PREFIX}:{tenant_id}:*"
+
+
+def subject_pattern(tenant_id: uuid.UUID, subject_id: str) -> str:
+    """A SCAN pattern matching every history key of one subject, whatever its sessions (erasure)."""
+    return f"{PREFIX}:{tenant_id}:{_digest(str(tenant_id), subject_id)}:*"
+
+
+def _key(tenant_id: uuid.UUID, subject_id: str, session_id: str) -> str:
+    # Tenant, then subject, then session: an erasure finds a subject's keys by prefix without knowing its
+    # sessions. Ids are hashed: a key names no subject or session in clear.
+    return f"{subject_pattern(tenant_id, subject_id)[:-1]}{_digest(str(tenant_id), subject_id, session_id)}"
 
 
 def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, ids: Iterable[str]) -> set[str]:

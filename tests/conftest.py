@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from loopmem import embeddings
 from loopmem.models import ApiKey, Tenant
 from loopmem.services import IssuedKey, api_key_create
 from tests.factories import TenantFactory
@@ -101,3 +102,27 @@ def sent_tasks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ..
     sent: list[tuple[str, tuple[Any, ...]]] = []
     monkeypatch.setattr(current_app, "send_task", lambda name, args=(), **kw: sent.append((name, tuple(args))))
     return sent
+
+
+class RecordingEmbedder:
+    """The test embedding provider (feature hashing), recording every text it was sent."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._inner = embeddings.HashingEmbedder()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self._inner.embed(texts)
+
+    def saw(self, values: Sequence[str]) -> list[str]:
+        """Which of `values` reached the provider inside some text."""
+        return [v for v in values if any(v in text for text in self.texts)]
+
+
+@pytest.fixture
+def recording_embedder(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
+    """The tenant's embedding provider ("hashing" in tests), recording what it is sent."""
+    recorder = RecordingEmbedder()
+    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recorder)
+    return recorder

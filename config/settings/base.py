@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "memory",
     "knowledge",
     "recall",
+    "privacy",
     "bench",
 ]
 
@@ -249,6 +250,16 @@ RECALL_DIVERSITY_OVER_FETCH = env_int("LOOPMEM_RECALL_DIVERSITY_OVER_FETCH", 3)
 RECALL_DIVERSITY_MAX_POOL = env_int("LOOPMEM_RECALL_DIVERSITY_MAX_POOL", 30)
 RECALL_HISTORY_TTL_SECONDS = env_int("LOOPMEM_RECALL_HISTORY_TTL_SECONDS", 7200)
 RECALL_ANSWER_SEPARATION = env_float("LOOPMEM_RECALL_ANSWER_SEPARATION", 1.5)
+
+# --- Retention (docs/security.md) -----------------------------------------------------------------------
+# Access-ledger rows and finished promotion jobs are deleted after this many days by the hourly sweep...
+RETENTION_DAYS = env_int("LOOPMEM_RETENTION_DAYS", 90)
+# ...and the query text of a ledger row is removed from it after this many (a query may name a person).
+QUERY_TEXT_RETENTION_DAYS = env_int("LOOPMEM_QUERY_TEXT_RETENTION_DAYS", 7)
+if not 1 <= QUERY_TEXT_RETENTION_DAYS <= RETENTION_DAYS:
+    raise ImproperlyConfigured(
+        "LOOPMEM_QUERY_TEXT_RETENTION_DAYS must be at least 1 and at most LOOPMEM_RETENTION_DAYS"
+    )
 
 # --- Misc ------------------------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -210,12 +210,14 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         return _snooze(job, f"degraded:{degraded}", DEGRADED_SNOOZE_SECONDS)
     except PromotionQuotaExceeded as quota:
         done = quota.summary
-        dropped = len(screened.kept) - (done.promoted + done.superseded + done.deduped)
+        dropped = len(screened.kept) - (done.promoted + done.superseded + done.deduped + done.secret_dropped)
         _advance_watermark(scope, job.session_id, fingerprint)
         emit("quota_exceeded", tenant_id=tenant.id, count=1, dropped=dropped, session_id=job.session_id)
         _count(job, done)
         return _finish(job, "quota_exceeded", state=State.DISCARDED, dropped=dropped)
     _advance_watermark(scope, job.session_id, fingerprint)
+    if summary.secret_dropped:
+        emit("secret_dropped", tenant_id=tenant.id, count=summary.secret_dropped, session_id=job.session_id)
     emit("promoted", tenant_id=tenant.id, count=summary.promoted, session_id=job.session_id)
     if summary.superseded:
         emit("superseded", tenant_id=tenant.id, count=summary.superseded)

@@ -10,15 +10,18 @@ from django.conf import settings
 from django.db import transaction
 
 from loopmem import embeddings
+from loopmem.audit import Actor
 from loopmem.errors import HeavyReadOverloaded
 from loopmem.models import Tenant
 from loopmem.scope import Scope
+from loopmem.secret_policy import holds_secret
 from memory.models import Memory
 from memory.promotion.compilers import EVAL_SUBJECT_ID, Candidate
 from memory.selectors import recall_by_vector
 from memory.services import lock_subject_quota, memory_supersede
 
 NEAR_DUP_POOL = 10
+_NEAR_DUP_SUPERSEDE = Actor.system("promotion near-duplicate supersede")
 
 
 @dataclass
@@ -26,6 +29,8 @@ class PersistSummary:
     promoted: int = 0
     superseded: int = 0
     deduped: int = 0
+    # Candidates holding a secret: dropped whatever the tenant's policy, before anything is embedded.
+    secret_dropped: int = 0
     memory_ids: list[str] = field(default_factory=list)
 
 
@@ -52,6 +57,9 @@ def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candida
         return summary
     tenant = Tenant.objects.get(id=scope.tenant_id)
     for candidate in candidates:
+        if holds_secret(candidate.text, candidate.when_to_apply, *candidate.tags):
+            summary.secret_dropped += 1
+            continue
         content_hash = embeddings.content_hash(candidate.text)
         if _promoted_exists(scope, content_hash):
             summary.deduped += 1
@@ -139,7 +147,7 @@ def _insert_promoted(
             return
         summary.memory_ids.append(str(memory.id))
         if near is not None and Memory.objects.filter(id=near.id, superseded_by__isnull=True).exists():
-            memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id))
+            memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id), actor=_NEAR_DUP_SUPERSEDE)
             summary.superseded += 1
         else:
             summary.promoted += 1

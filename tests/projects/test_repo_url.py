@@ -26,3 +26,15 @@ def test_spellings(value, expected):
 @pytest.mark.parametrize("value", ["", "repo", "https://github.com/owner", "git@github.com:", "a b/c"])
 def test_non_repositories(value):
     assert parse_repo_url(value) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("https://x-token:[REDACTED:github_token]@github.com/acme/shop.git", "github.com/acme/shop"),
+        ("https://[not-an-address]/acme/shop", None),
+    ],
+)
+def test_brackets_urlsplit_cannot_read_are_dropped_or_refused_never_raised(value, key):
+    ref = parse_repo_url(value)
+    assert (ref.key if ref else None) == key

@@ -1,6 +1,7 @@
 from argparse import ArgumentParser
 from typing import Any
 
+from loopmem.audit import Actor
 from loopmem.management.operator import OperatorCommand
 from loopmem.services import tenant_get
 from memory.selectors import memory_list_all_subjects
@@ -33,7 +34,9 @@ class Command(OperatorCommand):
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         tenant = tenant_get(id_or_slug=options["tenant"])
         if options["action"] == "forget":
-            memory_id = memory_forget_any(tenant_id=tenant.id, memory_id=options["memory_id"])
+            memory_id = memory_forget_any(
+                tenant_id=tenant.id, memory_id=options["memory_id"], actor=Actor.operator("memory_oversight forget")
+            )
             return {"id": str(memory_id), "deleted": True}, f"forgot memory {memory_id}"
         rows = memory_list_all_subjects(
             tenant_id=tenant.id, include_superseded=options["include_superseded"], source=options["source"]

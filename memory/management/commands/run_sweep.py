@@ -26,6 +26,7 @@ class Command(OperatorCommand):
                 f"graduation sweep: {tally['graduated']} of {tally['candidates']} candidate(s) graduated "
                 f"({tally['created']} created, {tally['duplicate'] + tally['deduplicated']} duplicate, "
                 f"{tally['skipped_low_novelty']} low novelty, {tally['gate_unavailable']} gate unavailable, "
+                f"{tally['secret_detected']} holding a secret, "
                 f"{tally['structural_error'] + tally['error']} failed)"
             )
         if options["sweep"] == "promotion":

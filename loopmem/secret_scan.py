@@ -1,0 +1,611 @@
+"""Finds credentials and personal secrets in text before it is stored, and redacts them.
+
+Two sources of findings, both run in-process on the text itself:
+
+- detect-secrets' high-precision plugins (fixed token formats and labelled assignments). Its entropy
+  plugins and its generic KeywordDetector are left out: on prose and code they flag far too much. So are
+  its JWT, OpenAI and npm plugins, whose regexes backtrack quadratically on crafted input.
+- Our own patterns where detect-secrets is weak, silent or slow: payment cards (Luhn + issuer ranges),
+  IBANs (mod-97), whole PEM private-key blocks, JWTs whose header names an algorithm, passwords in URLs,
+  loopmem's own API keys, Google/OpenAI/Anthropic keys, npm tokens, labelled US SSNs, GCP service-account
+  keys, Azure connection-string keys, bearer tokens and `password=...` assignments with a non-trivial value.
+
+A finding holds a kind and character offsets, never the secret itself, so it can be logged or returned.
+Documented example keys (AWS's `AKIAIOSFODNN7EXAMPLE`, ...) are findings too: they have the real shape,
+and telling them apart from a live key would need a list that real keys could hide behind.
+
+Speed: every regex starts with a literal where it can (Python's engine then skips ahead with a fast
+search instead of trying each position); keyword-led patterns and the detect-secrets plugins only see
+the lines that pass a cheap, sound prefilter. `scripts/bench_secret_scan.py` measures it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import BasePlugin
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One secret in a text: its kind and its span `text[start:end]` (never the value)."""
+
+    kind: str
+    start: int
+    end: int
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Our own patterns: a regex, where in a match the secret lies (or None: not a secret after all), and for
+# keyword-led patterns the keywords every match starts with.
+
+_Check = Callable[[re.Match[str]], bool]
+_Locate = Callable[[re.Match[str]], tuple[int, int] | None]
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    kind: str
+    regex: re.Pattern[str]
+    locate: _Locate
+    # Lowercase. When given, the regex is tried only where one of them occurs (found with str.find, far
+    # cheaper than a case-insensitive regex trying every position); otherwise over the whole text, which
+    # is cheap because such a regex opens with a literal, a digit or a capital.
+    keywords: tuple[str, ...] = ()
+
+
+def _where(group: int | str = 0, check: _Check | None = None) -> _Locate:
+    def locate(match: re.Match[str]) -> tuple[int, int] | None:
+        if check is not None and not check(match):
+            return None
+        return match.span(group)
+
+    return locate
+
+
+_T = "A-Za-z0-9_-"  # the characters of a token
+
+
+def _token(prefix: str, body: str) -> re.Pattern[str]:
+    """A token: `prefix` (fixed width) then `body`, with no token character on either side.
+
+    The left boundary is asserted after the prefix, not before it, so the regex still opens with a literal.
+    """
+    return re.compile(rf"{prefix}(?<![{_T}]{prefix}){body}(?![{_T}])")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+# (lowest prefix, highest prefix, allowed lengths): the issuer ranges of the card networks in wide use.
+# Luhn alone passes one random number in ten; requiring a real issuer range and its length keeps order
+# numbers, timestamps and phone numbers out.
+_CARD_RANGES: tuple[tuple[str, str, frozenset[int]], ...] = (
+    ("4", "4", frozenset({13, 16, 19})),  # Visa
+    ("51", "55", frozenset({16})),  # Mastercard
+    ("2221", "2720", frozenset({16})),  # Mastercard 2-series
+    ("34", "34", frozenset({15})),  # American Express
+    ("37", "37", frozenset({15})),
+    ("6011", "6011", frozenset(range(16, 20))),  # Discover
+    ("644", "649", frozenset(range(16, 20))),
+    ("65", "65", frozenset(range(16, 20))),
+    ("300", "305", frozenset(range(14, 20))),  # Diners Club
+    ("36", "36", frozenset(range(14, 20))),
+    ("38", "39", frozenset(range(16, 20))),
+    ("3528", "3589", frozenset(range(16, 20))),  # JCB
+    ("62", "62", frozenset(range(16, 20))),  # UnionPay
+    ("5018", "5018", frozenset(range(13, 20))),  # Maestro
+    ("5020", "5020", frozenset(range(13, 20))),
+    ("5038", "5038", frozenset(range(13, 20))),
+    ("5893", "5893", frozenset(range(13, 20))),
+    ("6304", "6304", frozenset(range(13, 20))),
+    ("6759", "6759", frozenset(range(13, 20))),
+    ("6761", "6763", frozenset(range(13, 20))),
+)
+
+
+def _is_card_number(match: re.Match[str]) -> bool:
+    digits = re.sub(r"[ -]", "", match.group(0))
+    if not 13 <= len(digits) <= 19:
+        return False
+    issued = any(low <= digits[: len(low)] <= high and len(digits) in lengths for low, high, lengths in _CARD_RANGES)
+    return issued and _luhn_ok(digits)
+
+
+# IBAN length by country (the SWIFT IBAN registry).
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27,
+    "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25,
+    "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18,
+    "NO": 15, "OM": 23, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33,
+    "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+
+
+def _iban_span(match: re.Match[str]) -> tuple[int, int] | None:
+    text = match.group(0)
+    length = _IBAN_LENGTHS.get(text[:2])
+    if length is None:
+        return None
+    # The regex may run on into a following word of four capitals or digits: cut at the country's length,
+    # which must fall where a group ends.
+    ends = [i + 1 for i, ch in enumerate(text) if ch != " "]
+    if len(ends) < length:
+        return None
+    end = ends[length - 1]
+    if end < len(text) and text[end] != " ":
+        return None
+    compact = text[:end].replace(" ", "")
+    rearranged = compact[4:] + compact[:4]
+    if int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 != 1:
+        return None
+    return match.start(), match.start() + end
+
+
+def _b64url(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def _is_jwt(match: re.Match[str]) -> bool:
+    # The header is what makes it a JWT; the payload is usually JSON claims but need not be.
+    header, payload, _signature = match.group(0).split(".", 2)
+    try:
+        decoded = json.loads(_b64url(header))
+        _b64url(payload)
+    except ValueError:  # binascii.Error, JSONDecodeError and UnicodeDecodeError are all ValueErrors
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded
+
+
+def _is_ssn(match: re.Match[str]) -> bool:
+    digits = re.sub(r"[ -]", "", match.group("ssn"))
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    # The SSA never issues area 000, 666 or 900-999, group 00 or serial 0000.
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _is_mixed_alnum(value: str) -> bool:
+    # A random key of 20+ characters has upper, lower and digits; kebab-case words, part numbers and prose
+    # do not.
+    return any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value)
+
+
+def _mixed_alnum(match: re.Match[str]) -> bool:
+    return _is_mixed_alnum(match.group(0))
+
+
+def _has_letter_and_digit(match: re.Match[str]) -> bool:
+    value = match.group("value")
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+# Values that stand for a secret without being one: templates, masks, references, obvious placeholders.
+_PLACEHOLDER = re.compile(
+    r"""(?ix)^(?:
+        \$\{?[\w.:-]+\}?  | \$\(.*\) | \{\{.*\}\} | \{[\w.]*\} | <[^>]*> | %\(?\w*\)?s | !\w.*
+      | [*x•#._-]+
+      | (?:your|example|sample|dummy|placeholder|redacted|todo|fixme).* | none | null | undefined
+      | .*(?:\.\.\.|…)
+    )$"""
+)
+# Bare (unquoted) values shaped like a variable or constant name are references in code, not secrets; a
+# word ending in a colon is the next label of a form (`Password: Email: bob@example.com`).
+_IDENTIFIER = re.compile(r"^(?:[a-z_]+|[A-Z_]+|[a-z]+(?:[A-Z][a-z]+)+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_-]+:)$")
+
+
+def _char_classes(value: str) -> int:
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value[1:])  # A capitalised word is one class, not two.
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() and not c.isspace() for c in value)
+    )
+
+
+def _is_secret_value(match: re.Match[str]) -> bool:
+    value = match.group("value")
+    quoted = match.group("quote") is not None
+    if len(value) < 6 or _PLACEHOLDER.match(value):
+        return False
+    if not quoted:
+        # `password=get_password()` / `password=items[0]`: an expression, not a literal.
+        following = match.string[match.end("value") : match.end("value") + 1]
+        if following in ("(", "[") or _IDENTIFIER.match(value):
+            return False
+    return _char_classes(value) >= 2 or (quoted and len(value) >= 12)
+
+
+# `postgres://user:password@localhost` is how documentation writes a connection string.
+_URL_PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "secret"})
+
+
+def _is_url_password(value: str) -> bool:
+    return value.lower() not in _URL_PASSWORD_WORDS and not _PLACEHOLDER.match(value)
+
+
+def _url_password_ok(match: re.Match[str]) -> bool:
+    return _is_url_password(match.group("value"))
+
+
+def _assignment(keys: str) -> re.Pattern[str]:
+    """`<key> <op> <value>`: the key optionally prefixed (`DB_PASSWORD`, `redis.password`) and quoted."""
+    return re.compile(
+        rf"(?i)(?<![A-Za-z0-9])(?:{keys})[\"']?[ \t]*(?:=>|:=|=|:)[ \t]*"
+        # A quoted value runs to its closing quote; a bare one stops at whitespace and code punctuation.
+        # Never across a newline: `Password:` ending a line is a label, not an assignment.
+        r"(?P<quote>[\"'])?(?P<value>(?(quote)[^\"'\n]{1,200}|[^\s\"'`,;(){}\[\]<>]{1,200}))(?(quote)(?P=quote))"
+    )
+
+
+# The largest private-key blocks (PGP keys with subkeys) stay well under this many characters.
+_PEM_MAX = 20_000
+# The lines of a block cut short: base64 (a whole line of it), blank, or `Proc-Type: ...`-style headers,
+# split by real newlines or by the `\n` escapes of a JSON string. A line of prose ends it.
+_PEM_BODY = re.compile(
+    r"(?:(?:\r?\n|(?:\\r)?\\n)[ \t]*(?:[A-Za-z0-9+/=]*[ \t]*(?=\r?\n|(?:\\r)?\\n|\"|\Z)|[A-Za-z-]+: [^\r\n\\]*))*"
+)
+
+
+def _pem_span(match: re.Match[str]) -> tuple[int, int]:
+    # The END line is looked up with str.find: a lazy `.*?-----END` would rescan the rest of the text for
+    # every BEGIN that has none.
+    text = match.string
+    end_line = f"-----END {match.group('label')}-----"
+    found = text.find(end_line, match.end(), match.end() + _PEM_MAX)
+    if found != -1:
+        return match.start(), found + len(end_line)
+    body = _PEM_BODY.match(text, match.end())
+    return match.start(), body.end() if body else match.end()
+
+
+def _json_string_span(match: re.Match[str]) -> tuple[int, int] | None:
+    close = match.string.find('"', match.end(), match.end() + _PEM_MAX)
+    return None if close == -1 else (match.end(), close)
+
+
+_OWN_SPECIFIC: tuple[_Pattern, ...] = (
+    _Pattern("gcp_service_account_key", re.compile(r'"private_key"\s*:\s*"(?=-----BEGIN)'), _json_string_span),
+    # The whole block: its BEGIN line, body and END line.
+    _Pattern("private_key", re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----"), _pem_span),
+    # loopmem.services.api_key_create: "lm_" + secrets.token_urlsafe(32), always 43 characters.
+    _Pattern("loopmem_api_key", _token("lm_", rf"[{_T}]{{43}}"), _where()),
+    _Pattern("anthropic_key", _token("sk-ant-", rf"[{_T}]{{32,}}"), _where()),
+    _Pattern(
+        "openai_key",
+        _token("sk-", rf"(?!ant-)(?:proj-|svcacct-|admin-)?[{_T}]{{32,}}"),
+        _where(check=_mixed_alnum),
+    ),
+    _Pattern("npm_token", _token("npm_", r"[A-Za-z0-9]{36}"), _where()),
+    # .npmrc: `//registry.example.com/:_authToken=<token>`, whatever the registry's token looks like (npm_,
+    # a UUID, base64, a JWT); `${NPM_TOKEN}` and `<token>` are not tokens.
+    _Pattern("npm_token", re.compile(r"_authToken=(?P<value>[A-Za-z0-9._~+/=-]{8,512})"), _where("value")),
+    _Pattern("google_api_key", _token("AIza", rf"[{_T}]{{35}}"), _where()),
+    _Pattern("github_token", _token("github_pat_", r"[A-Za-z0-9_]{22,}"), _where()),
+    _Pattern("stripe_key", _token("[sr]k_", r"(?:live|test)_[0-9a-zA-Z]{24,}"), _where()),
+    _Pattern(
+        "jwt",
+        _token("eyJ", rf"[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*"),
+        _where(check=_is_jwt),
+    ),
+    _Pattern("azure_storage_key", re.compile(r"AccountKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
+    _Pattern("azure_shared_access_key", re.compile(r"SharedAccessKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
+    _Pattern("azure_sas_signature", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/]{20,}(?:%3D|=){0,2})"), _where(1)),
+    _Pattern(
+        "payment_card",
+        re.compile(r"\d(?<![\w.+-]\d)(?:[ -]?\d){12,18}(?![\w-]|\.\d)"),
+        _where(check=_is_card_number),
+    ),
+    _Pattern(
+        "iban",
+        re.compile(
+            r"[A-Z][A-Z](?<![A-Za-z0-9][A-Z][A-Z])\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![A-Za-z0-9])"
+        ),
+        _iban_span,
+    ),
+    _Pattern(
+        "us_ssn",
+        re.compile(
+            r"(?i)\b(?:ssn|ss\#|social[ -]security(?:[ -](?:number|no\.?|\#))?)[ \t]*(?:\#|no\.?|number)?"
+            r"[ \t]*[:=\#-]?[ \t]*(?:is[ \t]+)?(?P<ssn>\d{3}-\d{2}-\d{4}|\d{3} \d{2} \d{4}|\d{9})(?![\d-])"
+        ),
+        _where("ssn", _is_ssn),
+        keywords=("ssn", "ss#", "social"),
+    ),
+)
+
+_SECRET_KEYS = r"secret(?:[_-]?key)?|client[_-]?secret|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?token"
+
+# Generic ones come last: when a span is also a specific kind (`password = "sk-..."`), the specific wins.
+_OWN_GENERIC: tuple[_Pattern, ...] = (
+    _Pattern(
+        "url_password",
+        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?#@\"'<>]+)@"),
+        _where("value", _url_password_ok),
+    ),
+    _Pattern(
+        "bearer_token",
+        re.compile(r"(?i)\bbearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]{20,}=*)"),
+        _where("value", _has_letter_and_digit),
+        keywords=("bearer",),
+    ),
+    _Pattern(
+        "password",
+        _assignment(r"pass(?:word|wd|phrase)"),
+        _where("value", _is_secret_value),
+        keywords=("passw", "passphrase"),
+    ),
+    _Pattern(
+        "secret_assignment",
+        _assignment(_SECRET_KEYS),
+        _where("value", _is_secret_value),
+        keywords=("secret", "client", "api", "access", "auth", "private"),
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# detect-secrets. Its plugins are called directly (`analyze_string`), not through `scan_line` and its global
+# settings: no settings to install per call, no verification over the network, no baseline machinery.
+# Three of its token plugins are left out for our own patterns above: the JWT, OpenAI and npm regexes
+# backtrack quadratically on crafted input (30 KB of repeated `//` took 3.3 s in npm's, repeated `sk-` 2.5 s
+# in OpenAI's, repeated `eyJ` 0.6 s in JWT's), and ours catch what they catch in linear time.
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    """Where a plugin can match at all: lines where its regex matches or one of its lowercase words occurs
+    (found with str.find), or with `both`, lines where each does."""
+
+    regex: re.Pattern[str] | None = None
+    words: tuple[str, ...] = ()
+    both: bool = False
+
+
+def _trigger(regex: str | None = None, words: tuple[str, ...] = (), *, both: bool = False) -> _Trigger:
+    return _Trigger(re.compile(regex) if regex else None, words, both)
+
+
+# Each plugin runs only on the lines where its trigger hits. A trigger is a necessary condition of the
+# plugin's own regexes, so it loses nothing, and opens with a literal where one exists. The three
+# keyword-and-assignment plugins (Cloudant, IBM IAM, SoftLayer) share one: their secrets are runs of 24 or
+# more token characters, and each match holds key/pwd/pass/token or, in their URL forms, the service's name.
+# Both are needed: log lines are full of long hex ids, code of `password` and `token`.
+_KEYWORD_AND_LONG_RUN = _trigger(
+    r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{24}", words=("key", "pw", "pass", "token", "cloudant", "softlayer"), both=True
+)
+
+
+@dataclass(frozen=True)
+class _Plugin:
+    kind: str
+    plugin: BasePlugin
+    trigger: _Trigger
+    # Our own test of a found token, where the plugin's is looser than our rule for that kind.
+    confirm: Callable[[str], bool] | None = None
+
+
+_DETECT_SECRETS: tuple[_Plugin, ...] = (
+    _Plugin("aws_access_key", AWSKeyDetector(), _trigger(r"A(?:3T|BIA|CCA|KIA|SIA)", words=("aws",))),
+    # Its `AP[0-9A-F]` + 8 form also fits upper-case part numbers (`APEX12345678`).
+    _Plugin("artifactory_token", ArtifactoryDetector(), _trigger(r"AKC|AP[0-9A-F]"), confirm=_is_mixed_alnum),
+    _Plugin("azure_storage_key", AzureStorageKeyDetector(), _trigger(r"AccountKey=")),
+    _Plugin("url_password", BasicAuthDetector(), _trigger(r"://"), confirm=_is_url_password),
+    _Plugin("cloudant_credentials", CloudantDetector(), _KEYWORD_AND_LONG_RUN),
+    _Plugin("discord_bot_token", DiscordBotTokenDetector(), _trigger(r"\.[a-zA-Z0-9_-]{6}\.")),
+    _Plugin("github_token", GitHubTokenDetector(), _trigger(r"gh[pousr]_")),
+    _Plugin(
+        "gitlab_token", GitLabTokenDetector(), _trigger(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941")
+    ),
+    _Plugin("ibm_cloud_iam_key", IbmCloudIamDetector(), _KEYWORD_AND_LONG_RUN),
+    _Plugin("ibm_cos_hmac_secret", IbmCosHmacDetector(), _trigger(words=("secret",))),
+    _Plugin("mailchimp_key", MailchimpDetector(), _trigger(r"-us[0-9]")),
+    _Plugin("private_key", PrivateKeyDetector(), _trigger(r"BEGIN|PuTTY")),
+    _Plugin("pypi_token", PypiTokenDetector(), _trigger(r"pypi-")),
+    _Plugin("sendgrid_key", SendGridDetector(), _trigger(r"SG\.")),
+    _Plugin("slack_token", SlackDetector(), _trigger(words=("xox", "hooks.slack"))),
+    _Plugin("softlayer_key", SoftlayerDetector(), _KEYWORD_AND_LONG_RUN),
+    _Plugin("square_oauth_secret", SquareOAuthDetector(), _trigger(r"sq0csp-")),
+    _Plugin("stripe_key", StripeDetector(), _trigger(r"[rs]k_live_")),
+    _Plugin("telegram_bot_token", TelegramBotTokenDetector(), _trigger(r":[0-9A-Za-z_-]{35}")),
+    _Plugin("twilio_key", TwilioKeyDetector(), _trigger(r"(?:AC|SK)[a-z0-9]{32}")),
+)
+
+_TOKEN_CHAR = re.compile(rf"[{_T}]")
+_TOKEN_REST = re.compile(rf"[{_T}]*")
+# Plugins report values with the delimiters they matched on (Artifactory's leading `=` or `:`, a quote or
+# a space on either side). A trailing `=` stays: it is base64 padding, part of the secret.
+_LEADING_DELIMITERS = " \t\r\n\"'=:"
+_TRAILING_DELIMITERS = " \t\r\n\"'"
+
+
+def _widen(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
+    """The token around text[start:end], looking back no further than `floor` (a known token boundary)."""
+    while start > floor and _TOKEN_CHAR.match(text, start - 1):
+        start -= 1
+    rest = _TOKEN_REST.match(text, end)
+    return start, rest.end() if rest else end
+
+
+def _plugin_spans(plugin: BasePlugin, lines: str, text: str) -> Iterator[tuple[int, int]]:
+    """Where in `text` the plugin's values from `lines` lie: detect-secrets yields values, not positions.
+
+    A token value is sometimes only part of its token (GitHub's plugin yields the bare `ghp` prefix): a
+    value inside a longer token is widened to the whole token, kept only if the plugin still recognises
+    that token, so a `ghp` inside an ordinary word is not a finding. Values that are not tokens (`BEGIN RSA
+    PRIVATE KEY`, a base64 key) are taken as they are. Every occurrence of a value is a finding: a secret is
+    no less leaked where it is repeated.
+    """
+    recognised: dict[str, bool] = {}
+    for raw in set(plugin.analyze_string(lines)):
+        value = raw.lstrip(_LEADING_DELIMITERS).rstrip(_TRAILING_DELIMITERS)
+        if not value:
+            continue
+        widens = _TOKEN_REST.fullmatch(value) is not None
+        covered = 0  # occurrences inside the token just widened are that token: one walk, one check
+        at = text.find(value)
+        while at != -1:
+            start, end = at, at + len(value)
+            wide = _widen(text, start, end, covered) if widens else (start, end)
+            covered = wide[1]
+            token = text[wide[0] : wide[1]]
+            if token not in recognised:
+                recognised[token] = wide == (start, end) or any(plugin.analyze_string(token))
+            if recognised[token]:
+                yield wide
+            at = text.find(value, covered)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _lines_at(text: str, positions: Iterable[int]) -> list[tuple[int, int]]:
+    """The (start, end) of each distinct line holding one of `positions`, in order."""
+    lines: list[tuple[int, int]] = []
+    for pos in sorted(positions):
+        if lines and pos <= lines[-1][1]:
+            continue
+        end = text.find("\n", pos)
+        lines.append((text.rfind("\n", 0, pos) + 1, len(text) if end == -1 else end))
+    return lines
+
+
+def _keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
+    positions: set[int] = set()
+    for keyword in keywords:
+        at = lowered.find(keyword)
+        while at != -1:
+            positions.add(at)
+            at = lowered.find(keyword, at + 1)
+    return sorted(positions)
+
+
+def _matches(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[re.Match[str]]:
+    if not pattern.keywords or lowered is None:
+        yield from pattern.regex.finditer(text)
+        return
+    resume = 0
+    for at in _keyword_positions(lowered, pattern.keywords):
+        if at < resume:  # inside the previous match, as finditer would skip it
+            continue
+        match = pattern.regex.match(text, at)
+        if match is not None:
+            resume = match.end()
+            yield match
+
+
+def _triggered_lines(trigger: _Trigger, text: str, lowered: str | None) -> str:
+    """The lines of `text` where `trigger` hits, joined: what its plugin is run on."""
+    if trigger.words and lowered is None:
+        return text
+    regex_lines = _lines_at(text, (m.start() for m in trigger.regex.finditer(text))) if trigger.regex else []
+    word_lines = _lines_at(text, _keyword_positions(lowered, trigger.words)) if lowered and trigger.words else []
+    lines = set(regex_lines) & set(word_lines) if trigger.both else set(regex_lines) | set(word_lines)
+    return "\n".join(text[start:end] for start, end in sorted(lines))
+
+
+def _pattern_findings(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[Finding]:
+    for match in _matches(pattern, text, lowered):
+        span = pattern.locate(match)
+        if span is not None and span[0] < span[1]:
+            yield Finding(pattern.kind, *span)
+
+
+def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
+    """Every finding with its detector's rank: a lower rank wins a tie over the same span."""
+    lowered: str | None = text.lower()
+    # Keyword positions in the lowered text are offsets into `text` only when lowering kept every character
+    # one character long (it does not for a few, such as "İ"); otherwise keyword patterns see all lines.
+    if lowered is not None and len(lowered) != len(text):
+        lowered = None
+    rank = 0
+    for pattern in _OWN_SPECIFIC:
+        for finding in _pattern_findings(pattern, text, lowered):
+            yield rank, finding
+        rank += 1
+    triggered: dict[_Trigger, str] = {}
+    for entry in _DETECT_SECRETS:
+        if entry.trigger not in triggered:
+            triggered[entry.trigger] = _triggered_lines(entry.trigger, text, lowered)
+        if triggered[entry.trigger]:
+            for start, end in _plugin_spans(entry.plugin, triggered[entry.trigger], text):
+                if entry.confirm is None or entry.confirm(text[start:end]):
+                    yield rank, Finding(entry.kind, start, end)
+        rank += 1
+    for pattern in _OWN_GENERIC:
+        for finding in _pattern_findings(pattern, text, lowered):
+            yield rank, finding
+        rank += 1
+
+
+def scan(text: str) -> list[Finding]:
+    """The secrets in `text`, by start offset; a finding inside another one's span is dropped."""
+    ordered = sorted(_candidates(text), key=lambda rf: (rf[1].start, -rf[1].end, rf[0]))
+    findings: list[Finding] = []
+    reach = -1
+    for _rank, finding in ordered:
+        # Sorted by start, then widest first: a finding ending within the furthest reach so far is inside
+        # one already kept (a PEM block inside a service-account key, a plugin's partial match of a JWT).
+        if finding.end <= reach:
+            continue
+        findings.append(finding)
+        reach = finding.end
+    return findings
+
+
+def redact(text: str, findings: Iterable[Finding]) -> str:
+    """`text` with each finding's span replaced by `[REDACTED:<kind>]`; overlapping spans become one.
+
+    A merged span is labelled with the kind of its widest finding.
+    """
+    merged: list[tuple[int, int, str, int]] = []  # start, end, kind, width of the finding named
+    for f in sorted(findings, key=lambda f: (f.start, -f.end)):
+        if merged and f.start < merged[-1][1]:
+            start, end, kind, width = merged[-1]
+            if f.end - f.start > width:
+                kind, width = f.kind, f.end - f.start
+            merged[-1] = (start, max(end, f.end), kind, width)
+        else:
+            merged.append((f.start, f.end, f.kind, f.end - f.start))
+    parts: list[str] = []
+    cursor = 0
+    for start, end, kind, _width in merged:
+        parts.append(text[cursor:start])
+        parts.append(f"[REDACTED:{kind}]")
+        cursor = end
+    parts.append(text[cursor:])
+    return "".join(parts)

@@ -1,0 +1,31 @@
+"""HTTP: POST /api/v1/erasures, a superadmin erasing one subject of the tenant it impersonates."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from loopmem.audit import Actor
+from loopmem.inputs import parse_body
+from loopmem.models import ApiKey
+from loopmem.views import ScopedViewSet
+from privacy import erasure
+from privacy.serializers import ErasureIn
+
+
+class ErasureViewSet(ScopedViewSet):
+    """Erase a subject (docs/security.md): superadmin keys only, impersonating the subject's tenant.
+
+    A dedicated route rather than `DELETE /memory?subject_id=`: an erasure reaches past memory (articles, the
+    access ledger, Redis), and a dry run must be askable.
+    """
+
+    @extend_schema(request=ErasureIn, responses={200: None})
+    def create(self, request: Request) -> Response:
+        self.principal.require_role(ApiKey.Role.SUPERADMIN)
+        args = parse_body(ErasureIn, request)
+        report = erasure.subject_erase(
+            tenant=self.principal.require_tenant(), actor=Actor.of(self.principal, "POST /api/v1/erasures"), **args
+        )
+        return Response({"data": report.as_dict()})
