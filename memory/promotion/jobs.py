@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from loopmem import metrics
 from loopmem.errors import PromotionBudgetExceeded
 from loopmem.queue import enqueue_on_commit
 from loopmem.scope import Scope
@@ -139,7 +140,8 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     job.compiled_at = timezone.now()
     job.save(update_fields=["compiled_at", "updated_at"])
     try:
-        compiled = compiler.compile(turns)
+        with metrics.timer(metrics.PROMOTION_COMPILE_SECONDS, compiler=type(compiler).__name__):
+            compiled = compiler.compile(turns)
     except CompileFailed as failure:
         if failure.rate_limited:
             return _snooze(job, "llm_rate_limited", failure.retry_after or 60)
