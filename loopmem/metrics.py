@@ -53,7 +53,7 @@ RATE_LIMIT_REJECTIONS = Counter(
     "loopmem_rate_limit_rejections", "Requests refused with 429 rate_limited, by the limit hit", ["limit"]
 )
 HEAVY_READ_REJECTIONS = Counter(
-    "loopmem_heavy_read_rejections", "Heavy reads shed with 503 heavy_read_overloaded (per-tenant cap reached)"
+    "loopmem_heavy_read_rejections", "Heavy reads shed with 429 heavy_read_overloaded (per-tenant cap reached)"
 )
 HEAVY_READ_ADMITTED = Counter("loopmem_heavy_read_admitted", "Heavy reads admitted by the per-tenant gate")
 CELERY_TASKS = Counter("loopmem_celery_tasks", "Celery tasks finished, by task name and state", ["task", "state"])

@@ -140,7 +140,7 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     job.compiled_at = timezone.now()
     job.save(update_fields=["compiled_at", "updated_at"])
     try:
-        with metrics.timer(metrics.PROMOTION_COMPILE_SECONDS, compiler=type(compiler).__name__):
+        with metrics.timer(metrics.PROMOTION_COMPILE_SECONDS, compiler=compiler.name):
             compiled = compiler.compile(turns)
     except CompileFailed as failure:
         if failure.rate_limited:
