@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.core.signals import request_finished
 from django.http import HttpRequest, HttpResponse
 
 HEADER = "X-Request-Id"
@@ -42,20 +43,26 @@ def accept_or_generate(presented: str | None) -> str:
 
 
 class RequestIdMiddleware:
-    """Binds the request id for the request's duration and echoes it in the response."""
+    """Binds the request id for the request's duration and echoes it in the response.
+
+    The id stays bound until `request_finished`: Django logs a 4xx/5xx (`django.request`) after the middleware
+    chain has returned, and that line must carry the id too.
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        request_finished.connect(_clear, dispatch_uid="loopmem.request_id.clear")
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = accept_or_generate(request.headers.get(HEADER))
-        token = bind(request_id)
-        try:
-            response = self.get_response(request)
-        finally:
-            unbind(token)
+        bind(request_id)
+        response = self.get_response(request)
         response[HEADER] = request_id
         return response
+
+
+def _clear(**_: Any) -> None:
+    _current.set("")
 
 
 class RequestIdFilter(logging.Filter):
