@@ -140,6 +140,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 1,
     "max_retries": 1,
     "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
+    # How often a worker looks for messages a dead worker left unacknowledged (kombu's defaults: every ~100 s).
+    "unacked_restore_interval": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_INTERVAL_SECONDS", 10),
+    "unacked_restore_throttle": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_THROTTLE", 10),
 }
 
 # --- HTTP API --------------------------------------------------------------------------------------------
