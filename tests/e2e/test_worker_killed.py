@@ -6,6 +6,7 @@ lines carry the request id of the API call that enqueued the task.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -65,10 +66,8 @@ class _EmbeddingsHandler(BaseHTTPRequestHandler):
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
         self.end_headers()
-        try:
+        with contextlib.suppress(OSError):  # the worker that asked may have been killed
             self.wfile.write(payload)
-        except OSError:
-            pass  # the worker that asked was killed
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
