@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -41,7 +42,11 @@ def serve_worker_metrics(**_: Any) -> None:
     port = settings.WORKER_METRICS_PORT
     if not port:
         return
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        # The directory belongs to this worker alone: values a previous run left would be summed into ours.
+        for stale in Path(directory).glob("*.db"):
+            stale.unlink()
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:

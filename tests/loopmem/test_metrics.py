@@ -38,7 +38,7 @@ def scrape(client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 
 def value(samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
+    return float(samples.get((name, frozenset(labels.items())), 0.0))
 
 
 class Moves:

@@ -31,6 +31,7 @@ class Command(BaseCommand):
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("database migrated")
+        metrics_dir = settings.DATA_DIR / "metrics"
         env = {
             **os.environ,
             "DATABASE_URL": settings.DATABASE_URL,
@@ -46,6 +47,8 @@ class Command(BaseCommand):
                 python,
                 "-m",
                 "gunicorn",
+                "-c",
+                "config/gunicorn.py",
                 "config.wsgi:application",
                 "--bind",
                 bind,
@@ -65,6 +68,9 @@ class Command(BaseCommand):
                 "INFO",
                 "--concurrency",
                 str(settings.SERVE_CELERY_CONCURRENCY),
+                # One worker for every queue here; production runs a pool per queue (Procfile).
+                "--queues",
+                ",".join(settings.CELERY_QUEUE_NAMES),
                 "--hostname",
                 f"loopmem-{settings.SERVE_PORT}@%h",
             ],
@@ -81,8 +87,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, request_stop)
         try:
             for name, command in commands.items():
+                # Each process group records its metrics in its own directory (multiprocess mode).
+                child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir / name)}
+                (metrics_dir / name).mkdir(parents=True, exist_ok=True)
                 # Own session: the terminal's Ctrl-C reaches only this process, which stops children in order.
-                children[name] = subprocess.Popen(command, env=env, start_new_session=True)
+                children[name] = subprocess.Popen(command, env=child_env, start_new_session=True)
             self._announce(bind)
             while not stopping:
                 for name, child in children.items():
