@@ -84,6 +84,8 @@ if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
     DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
 DATABASE_ROUTERS = ["loopmem.heavy_read.HeavyReadRouter"]
+# A Citus coordinator: migrations distribute the tenant tables by tenant_id (docs/scaling.md).
+CITUS_ENABLED = env_bool("LOOPMEM_CITUS", False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache (rate limits, breakers, semaphores) and Celery broker ----------------------------------
