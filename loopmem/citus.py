@@ -43,10 +43,12 @@ MULTI_SHARD_STATEMENTS = {
     'SELECT DISTINCT "article_access_events"."tenant_id"': (
         "retrieval metrics (daily): tenants with ledger rows on the day"
     ),
-    'SELECT DISTINCT "session_memories"."tenant_id"': "promotion sweep (hourly): tenants with session turns",
-    'DELETE FROM "session_memories" WHERE': "session prune (hourly): expired turns of every tenant, in batches",
-    'SELECT "session_memories"."id" FROM "session_memories" WHERE "session_memories"."expires_at"': (
-        "session prune (hourly): the next batch of expired turns"
+    "WITH pending AS (\n    SELECT s.tenant_id, s.subject_id, s.session_id": (
+        "promotion sweep (hourly): sessions with new turns; joins session_memories and session_promotions on "
+        "tenant_id (colocated, pushed down per shard), windowed by tenant"
+    ),
+    "SELECT DISTINCT tenant_id FROM session_memories WHERE expires_at": (
+        "session prune (hourly): tenants with expired turns, then one tenant at a time"
     ),
     'FROM "promotion_jobs" WHERE (("promotion_jobs"."state" = %s AND "promotion_jobs"."updated_at" < %s)': (
         "promotion sweep (hourly): jobs whose message was lost, re-enqueued"

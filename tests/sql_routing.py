@@ -15,7 +15,7 @@ from loopmem import citus
 REFERENCE_TABLES = frozenset(citus.REFERENCE_TABLES)
 
 _TABLE_REF = re.compile(
-    r'(FROM|JOIN|UPDATE|INTO)\s+"(?P<table>\w+)"(?:\s+(?:AS\s+)?(?P<alias>[A-Z]\d+))?', re.IGNORECASE
+    r'(FROM|JOIN|UPDATE|INTO)\s+"?(?P<table>\w+)"?(?:\s+(?:AS\s+)?(?P<alias>[A-Z]\d+)\b)?', re.IGNORECASE
 )
 
 
@@ -37,18 +37,18 @@ def unrouted(sql: str, tenant_tables: frozenset[str]) -> list[Unrouted]:
             continue
         if match.group(1).upper() == "INTO":
             columns = statement[match.end() : statement.find(")", match.end()) + 1]
-            if '"tenant_id"' not in columns:
+            if "tenant_id" not in columns:
                 found.append(Unrouted(table, sql))
             continue
-        names = [f'"{table}"', alias] if alias else [f'"{table}"']
-        pinned = any(re.search(rf'{re.escape(name)}\."tenant_id" = ', statement) for name in names if name)
+        names = [f'"{table}"', table, alias] if alias else [f'"{table}"', table]
+        pinned = any(re.search(rf'(?<![\w"]){re.escape(name)}\."?tenant_id"? = ', statement) for name in names)
         # UPDATE/DELETE of one table may name the column unqualified.
         if (
             not pinned
             and match.group(1).upper() in ("UPDATE", "FROM")
             and statement[:6].upper() in ("UPDATE", "DELETE")
         ):
-            pinned = re.search(r'(?<![.\w])"tenant_id" = ', statement) is not None
+            pinned = re.search(r'(?<![.\w"])"?tenant_id"? = ', statement) is not None
         if not pinned:
             found.append(Unrouted(table, sql))
     return found
