@@ -38,15 +38,17 @@ def task_finished(task: Any = None, state: str | None = None, **_: Any) -> None:
 
 
 def serve_worker_metrics(**_: Any) -> None:
-    """`worker_init`: serve this worker's series on its own port, when one is configured."""
-    port = settings.WORKER_METRICS_PORT
-    if not port:
-        return
+    """`worker_init`: a clean multiprocess directory, and this worker's series on its own port if one is set."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         # The directory belongs to this worker alone: values a previous run left would be summed into ours.
+        Path(directory).mkdir(parents=True, exist_ok=True)
         for stale in Path(directory).glob("*.db"):
             stale.unlink()
+    port = settings.WORKER_METRICS_PORT
+    if not port:
+        return
+    if directory:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
