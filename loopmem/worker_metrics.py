@@ -42,9 +42,11 @@ def serve_worker_metrics(**_: Any) -> None:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         # The directory belongs to this worker alone: values a previous run left would be summed into ours.
+        # This process's own files (its metrics were created at import) stay: it writes through them.
         Path(directory).mkdir(parents=True, exist_ok=True)
         for stale in Path(directory).glob("*.db"):
-            stale.unlink()
+            if not stale.stem.endswith(f"_{os.getpid()}"):
+                stale.unlink()
     port = settings.WORKER_METRICS_PORT
     if not port:
         return

@@ -3,6 +3,8 @@ leave nothing Citus would refuse, and the re-keyed tables still behave (composit
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
@@ -99,3 +101,14 @@ def test_the_gated_migration_does_nothing_on_a_single_node_and_fails_loudly_with
         connection.schema_editor() as editor,
     ):
         migration.distribute_when_enabled(None, editor)
+
+
+def test_the_command_prints_the_plan_and_runs_only_on_citus(capsys):
+    from django.core.management import call_command
+
+    call_command("citus_distribute", "--plan", "--json")
+    printed = json.loads(capsys.readouterr().out)
+    assert "SELECT create_distributed_table('memories', 'tenant_id', colocate_with => 'none')" in printed["statements"]
+    assert printed["reference"] == ["tenants", "api_keys", "projects"]
+    call_command("citus_distribute", "--json")
+    assert json.loads(capsys.readouterr().out) == {"ran": [], "enabled": False}

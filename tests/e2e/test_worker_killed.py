@@ -150,6 +150,8 @@ def test_a_task_of_a_killed_worker_runs_on_the_next_one(agent, tenant, embedding
 
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
+    stale = metrics_dir / "counter_999999.db"  # a previous run's values: the worker must not sum them
+    stale.write_bytes(b"stale")
     port = _free_port()
     second = start_worker(
         LOOPMEM_CELERY_VISIBILITY_TIMEOUT_SECONDS="2",
@@ -164,9 +166,12 @@ def test_a_task_of_a_killed_worker_runs_on_the_next_one(agent, tenant, embedding
         if not embedded:
             pytest.fail(f"the task was lost with the killed worker; the next worker said:\n{stop(second)}")
         assert embeddings_server.calls == 2  # asked once by each worker
-        samples = scrape(port)
         task = frozenset({("task", "memory.tasks.embed_memory_task"), ("state", "success")})
+        # The row is stored inside the task; the count follows when the task returns (task_postrun).
+        assert _wait_for(lambda: ("loopmem_celery_tasks_total", task) in scrape(port), 20)
+        samples = scrape(port)
         assert samples[("loopmem_celery_tasks_total", task)] == 1
+        assert not stale.exists()
         ok = frozenset({("provider", "openai"), ("outcome", "ok")})
         assert samples[("loopmem_embedding_seconds_count", ok)] == 1
     finally:
