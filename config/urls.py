@@ -3,11 +3,14 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from loopmem import schema  # noqa: F401  (registers the OpenAPI auth extension before the schema is built)
 from loopmem.health import healthz, readyz
+from loopmem.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("projects.urls")),

@@ -16,6 +16,7 @@ from pgvector.django import HnswIndex, VectorField
 
 from knowledge.visibility import Viewer
 from loopmem.models import ApiKey, Tenant
+from loopmem.tenant_routing import TenantRoutedModel
 from projects.models import Project
 
 MAX_TITLE_LENGTH = 500
@@ -70,7 +71,7 @@ class ArticleQuerySet(models.QuerySet["Article"]):
         return self.order_by("-inserted_at", "-id")
 
 
-class Article(models.Model):
+class Article(TenantRoutedModel):
     """One curated piece of tenant knowledge (reference §1.5), with visibility as columns, not metadata."""
 
     class Category(models.TextChoices):
@@ -179,7 +180,7 @@ def article_embedding_text(title: str, body: str) -> str:
     return f"{title}\n\n{body}"
 
 
-class ArticleAccessEvent(models.Model):
+class ArticleAccessEvent(TenantRoutedModel):
     """One access to an article (reference §1.6): surfaced by a search, opened, or referenced by a client."""
 
     class AccessType(models.TextChoices):
@@ -231,7 +232,7 @@ class ArticleAccessEvent(models.Model):
         return f"{self.access_type} of article {self.article_id}"
 
 
-class RetrievalMetricsSnapshot(models.Model):
+class RetrievalMetricsSnapshot(TenantRoutedModel):
     """One tenant's retrieval funnel for one UTC day (reference §4.17), upserted on (tenant, day, window)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

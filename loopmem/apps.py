@@ -6,4 +6,9 @@ class LoopmemConfig(AppConfig):
     verbose_name = "loopmem core"
 
     def ready(self) -> None:
-        from loopmem import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        # Nothing heavy here: every management command pays for what ready() imports. The OpenAPI auth
+        # extension (drf-spectacular, ~0.3 s of imports) is registered by config.urls, next to the schema view.
+        from loopmem.metrics import register_state_source
+        from loopmem.metrics_state import redis_state
+
+        register_state_source("redis", redis_state)

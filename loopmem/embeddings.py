@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from django.conf import settings
 
-from loopmem import circuit_breaker, providers
+from loopmem import circuit_breaker, metrics, providers
 from loopmem.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -292,17 +292,21 @@ def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]]
     breaker = circuit_breaker.Breaker(f"{tenant.id}:{spec.provider}")
     if (open_for := breaker.open_for()) is not None:
         raise EmbeddingCircuitOpen("circuit open", retry_after=open_for)
+    started = time.perf_counter()
     try:
         factory = PROVIDERS[spec.provider]
         raw = factory(spec).embed([embedding_input(t) for t in texts])
     except EmbeddingFailure as failure:
+        metrics.EMBEDDING_SECONDS.labels(spec.provider, failure.tag).observe(time.perf_counter() - started)
         if is_transient(failure):
             breaker.record_failure()
         raise
     except Exception as exc:
+        metrics.EMBEDDING_SECONDS.labels(spec.provider, "crash").observe(time.perf_counter() - started)
         logger.exception("embedding provider %s crashed", spec.provider)
         breaker.record_failure()
         raise EmbeddingCrash(f"{exc.__class__.__name__}: {exc}") from exc
+    metrics.EMBEDDING_SECONDS.labels(spec.provider, "ok").observe(time.perf_counter() - started)
     breaker.record_success()
     return [pad(vector, settings.EMBEDDING_DIMENSIONS) for vector in raw], spec.model_id
 

@@ -26,6 +26,7 @@ from django.db.models.lookups import Exact
 from django.db.models.sql import Query
 from django.db.models.sql.where import AND, WhereNode
 
+from loopmem import metrics
 from loopmem.errors import HeavyReadOverloaded
 
 logger = logging.getLogger(__name__)
@@ -259,7 +260,9 @@ def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
         logger.warning("heavy-read gate failing open: redis unreachable (%s)", exc)
         client = None
     if not admitted:
+        metrics.HEAVY_READ_REJECTIONS.inc()
         raise HeavyReadOverloaded(details={"in_flight_limit": limit})
+    metrics.HEAVY_READ_ADMITTED.inc()
     try:
         yield
     finally:

@@ -18,6 +18,7 @@ from django_ratelimit.core import get_usage
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from loopmem import metrics
 from loopmem.errors import RateLimited
 from loopmem.principal import Principal
 
@@ -74,6 +75,9 @@ class ApiKeyRateThrottle(BaseThrottle):
             ),
         )
         exceeded = [u for u in (key_usage, tenant_usage) if u["should_limit"]]
+        for limit, usage in (("key", key_usage), ("tenant", tenant_usage)):
+            if usage["should_limit"]:
+                metrics.RATE_LIMIT_REJECTIONS.labels(limit=limit).inc()
         if exceeded:
             retry_after = max(1, *(u["time_left"] for u in exceeded))
             raise RateLimited(retry_after=retry_after, limit=per_key)

@@ -39,6 +39,7 @@ class Supervisor:
 
     commands: Mapping[str, Sequence[str]]
     env: Mapping[str, str]
+    child_envs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per child, over `env`
     first_backoff: float = 1.0
     max_backoff: float = 30.0
     stable_after: float = 60.0
@@ -87,7 +88,8 @@ class Supervisor:
 
     def _start(self, child: Child) -> None:
         # Own session: the terminal's Ctrl-C reaches only the supervisor, which stops children in order.
-        child.process = subprocess.Popen(list(child.command), env=dict(self.env), start_new_session=True)
+        env = {**self.env, **self.child_envs.get(child.name, {})}
+        child.process = subprocess.Popen(list(child.command), env=env, start_new_session=True)
         child.started_at = time.monotonic()
 
     def stop_all(self) -> None:

@@ -4,14 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.checks import Error, register
 
+from loopmem.operator_checks import SETTINGS_TAG
+from loopmem.schedules import longest_gap_seconds
 
-@register()
+PROMOTION_SWEEP_TASK = "memory.tasks.promotion_sweep_task"
+
+
+@register(SETTINGS_TAG)
 def promotion_ttl_invariant(app_configs: Any, **kwargs: Any) -> list[Error]:
-    """interval < window < ttl: a turn must outlive the window, and every window must be swept before it closes."""
-    interval = settings.PROMOTION_SWEEP_INTERVAL_SECONDS
+    """interval < window < ttl: a turn must outlive the window, and every window must be swept before it closes.
+
+    The interval is read from the beat schedule that runs (config/celery.py), not from the setting alone.
+    """
+    entries = [e for e in current_app.conf.beat_schedule.values() if e.get("task") == PROMOTION_SWEEP_TASK]
+    if not entries:
+        return [
+            Error(
+                f"The beat schedule has no {PROMOTION_SWEEP_TASK}: session turns would expire unpromoted.",
+                hint="Keep the promotion-sweep entry in config/celery.py.",
+                id="memory.E002",
+            )
+        ]
+    interval = max(longest_gap_seconds(entry["schedule"]) for entry in entries)
     window = settings.PROMOTION_SWEEP_WINDOW_SECONDS
     ttl = settings.SESSION_TTL_SECONDS
     if interval < window < ttl:
@@ -19,8 +37,8 @@ def promotion_ttl_invariant(app_configs: Any, **kwargs: Any) -> list[Error]:
     return [
         Error(
             f"Session settings break the promotion invariant interval < window < ttl "
-            f"(got interval={interval}s, window={window}s, ttl={ttl}s): turns could expire before a promotion sweep "
-            "sees them.",
+            f"(got interval={interval:g}s as scheduled, window={window}s, ttl={ttl}s): turns could expire before a "
+            "promotion sweep sees them.",
             hint="Set LOOPMEM_PROMOTION_SWEEP_INTERVAL_SECONDS < LOOPMEM_PROMOTION_SWEEP_WINDOW_SECONDS "
             "< LOOPMEM_SESSION_TTL_SECONDS.",
             id="memory.E001",

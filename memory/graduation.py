@@ -21,7 +21,7 @@ from knowledge.models import MAX_TITLE_LENGTH, Article
 from knowledge.services import Proposal, article_propose
 from knowledge.tags import sanitize_tags
 from knowledge.visibility import viewer_for_scope
-from loopmem import embeddings
+from loopmem import embeddings, metrics
 from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import (
     AlreadyGraduated,
@@ -53,6 +53,7 @@ def graduation_key(memory_id: uuid.UUID, project_id: uuid.UUID | None) -> str:
     return f"memory-graduation-{memory_id}-" + (f"project:{project_id}" if project_id else "global")
 
 
+@metrics.counts_outcome(metrics.GRADUATIONS, lambda proposal: str(getattr(proposal, "verdict", "unknown")))
 def memory_graduate(
     *, scope: Scope, memory_id: str, re_scope: ReScope = "inherit", stamp_structural_error: bool = False
 ) -> Proposal:

@@ -14,13 +14,14 @@ from pgvector.django import HnswIndex, VectorField
 
 from loopmem.models import Tenant
 from loopmem.scope import Scope
+from loopmem.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
 from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
 SESSION_SEQ = "session_memories_seq"
 
 
-class MemoryQuerySet(models.QuerySet["Memory"]):
+class MemoryQuerySet(TenantRoutedQuerySet["Memory"]):
     def for_scope(self, scope: Scope) -> MemoryQuerySet:
         # (tenant, subject) is the isolation boundary; project only narrows inside it.
         return self.filter(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
@@ -42,7 +43,7 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
         return self.order_by("-inserted_at", "-id")
 
 
-class Memory(models.Model):
+class Memory(TenantRoutedModel):
     """One long-term fact of one subject (reference §1.1)."""
 
     class Source(models.TextChoices):
@@ -145,7 +146,7 @@ class SessionTurnQuerySet(models.QuerySet["SessionTurn"]):
         return self.order_by("inserted_at", "seq")
 
 
-class SessionTurn(models.Model):
+class SessionTurn(TenantRoutedModel):
     """One append-only turn of an agent session: the short-term tier (reference §1.2 `session_memories`)."""
 
     class Role(models.TextChoices):
@@ -191,7 +192,7 @@ class SessionTurn(models.Model):
         return f"turn {self.seq} of session {self.session_id}"
 
 
-class SessionPromotion(models.Model):
+class SessionPromotion(TenantRoutedModel):
     """The promotion watermark of one session (reference §1.3): what was last compiled, so unchanged is skipped."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -223,7 +224,7 @@ class PromotionJobQuerySet(models.QuerySet["PromotionJob"]):
         return self.filter(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
 
 
-class PromotionJob(models.Model):
+class PromotionJob(TenantRoutedModel):
     """The in-flight ledger of promotion (Celery has no unique jobs): one pending/running job per session, and
     the record a caller watches (`GET /memory/promote/:session_id`).
 
@@ -319,7 +320,7 @@ class PromotionJob(models.Model):
         return f"promotion of session {self.session_id} ({self.status})"
 
 
-class PromotionEvalSnapshot(models.Model):
+class PromotionEvalSnapshot(TenantRoutedModel):
     """A day's promotion-quality figures for a tenant (reference §1.4); observability, never a gate."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

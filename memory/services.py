@@ -145,7 +145,7 @@ def _delete(memories: MemoryQuerySet, memory_id: str, actor: Actor) -> uuid.UUID
         row = memories.filter(id=parsed).select_for_update().values("tenant_id", "subject_id", "text").first()
         if row is None:
             raise NotFound()
-        Memory.objects.filter(id=parsed).delete()
+        memories.filter(id=parsed).delete()  # the scoped queryset: its DELETE pins the tenant (Citus routing)
         audit_record(
             tenant_id=row["tenant_id"],
             actor=actor,
@@ -624,15 +624,22 @@ def session_prune(*, now: datetime | None = None, batch_size: int = PRUNE_BATCH_
     """Delete expired turns of every tenant, in batches, until none are left; returns how many went."""
     cutoff = now or timezone.now()
     deleted = 0
-    while True:
-        # Batches keep each transaction (and its locks and WAL) small on a big backlog.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "DELETE FROM session_memories WHERE id IN "
-                "(SELECT id FROM session_memories WHERE expires_at < %s LIMIT %s)",
-                [cutoff, batch_size],
-            )
-            batch: int = cursor.rowcount
-        deleted += batch
-        if batch < batch_size:
-            return deleted
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT tenant_id FROM session_memories WHERE expires_at < %s", [cutoff])
+        tenant_ids = [row[0] for row in cursor.fetchall()]
+    # Tenant by tenant: each batch names its tenant, so on Citus it runs on that tenant's shard alone (a LIMIT
+    # subquery across shards is refused there).
+    for tenant_id in tenant_ids:
+        while True:
+            # Batches keep each transaction (and its locks and WAL) small on a big backlog.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "DELETE FROM session_memories WHERE tenant_id = %s AND id IN "
+                    "(SELECT id FROM session_memories WHERE tenant_id = %s AND expires_at < %s LIMIT %s)",
+                    [tenant_id, tenant_id, cutoff, batch_size],
+                )
+                batch: int = cursor.rowcount
+            deleted += batch
+            if batch < batch_size:
+                break
+    return deleted

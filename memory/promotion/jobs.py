@@ -17,6 +17,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from loopmem import metrics
 from loopmem.errors import NotFound, PromotionBudgetExceeded
 from loopmem.models import Tenant
 from loopmem.queue import enqueue_on_commit
@@ -188,7 +189,8 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
     job.compiler, job.compiled_at = compiler.name, timezone.now()
     job.save(update_fields=["compiler", "compiled_at", "updated_at"])
     try:
-        compiled = compiler.compile(turns)
+        with metrics.timer(metrics.PROMOTION_COMPILE_SECONDS, compiler=compiler.name):
+            compiled = compiler.compile(turns)
     except CompileFailed as failure:
         if failure.rate_limited:
             return _snooze(job, "llm_rate_limited", failure.retry_after or 60)
@@ -231,6 +233,8 @@ _COUNTS = ["candidates", "gated_out", "deduplicated", "superseded", "written", "
 def _count(job: PromotionJob, summary: PersistSummary) -> None:
     """This attempt's persist figures; the memory ids (and `written`) cover every attempt of the job."""
     job.deduplicated, job.superseded = summary.deduped, summary.superseded
+    # Candidates dropped for holding a secret (issue 18): never written, whatever the tenant's policy.
+    job.detail = {**job.detail, "secret_dropped": summary.secret_dropped}
     job.memory_ids = list(dict.fromkeys([*job.memory_ids, *(uuid.UUID(i) for i in summary.memory_ids)]))
     job.written = len(job.memory_ids)
 

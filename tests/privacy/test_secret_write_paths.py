@@ -166,7 +166,7 @@ def test_promotion_drops_every_secret_bearing_candidate_and_counts_it(agent, ten
     figures.check()
     job = PromotionJob.objects.get(id=job_id)
     assert job.detail["secret_dropped"] == len(WRITE_SECRETS) - len(figures.false_negatives)
-    assert job.detail["candidates"] == len(texts)
+    assert job.candidates == len(texts)
     assert recording_embedder.saw(SECRET_TEXTS) == []
     assert len(recording_embedder.texts) >= len(BENIGN) - len(figures.false_positives)
 

@@ -29,6 +29,7 @@ class Command(BaseCommand):
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("database migrated")
+        metrics_dir = settings.DATA_DIR / "metrics"
         env = {
             **os.environ,
             "DATABASE_URL": settings.DATABASE_URL,
@@ -44,6 +45,8 @@ class Command(BaseCommand):
                 python,
                 "-m",
                 "gunicorn",
+                "-c",
+                "config/gunicorn.py",
                 "config.wsgi:application",
                 "--bind",
                 bind,
@@ -63,12 +66,23 @@ class Command(BaseCommand):
                 "INFO",
                 "--concurrency",
                 str(settings.SERVE_CELERY_CONCURRENCY),
+                # One worker for every queue here; production runs a pool per queue (Procfile).
+                "--queues",
+                ",".join(settings.CELERY_QUEUE_NAMES),
                 "--hostname",
                 f"loopmem-{settings.SERVE_PORT}@%h",
             ],
             "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"],
         }
-        supervisor = Supervisor(commands=commands, env=env, on_event=lambda line: self.stderr.write(line))
+        # Each process group records its metrics in its own directory (multiprocess mode).
+        for name in commands:
+            (metrics_dir / name).mkdir(parents=True, exist_ok=True)
+        supervisor = Supervisor(
+            commands=commands,
+            env=env,
+            child_envs={name: {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir / name)} for name in commands},
+            on_event=lambda line: self.stderr.write(line),
+        )
         signal.signal(signal.SIGINT, supervisor.request_stop)
         signal.signal(signal.SIGTERM, supervisor.request_stop)
         self._announce(bind)

@@ -1,0 +1,6 @@
+"""tests.knowledge.test_api_search, run with `heavy_read` on a streaming replica."""
+
+from tests.replica.suites import adopt
+
+adopt("tests.knowledge.conftest", globals())  # its fixtures are directory-scoped there
+adopt("tests.knowledge.test_api_search", globals())
