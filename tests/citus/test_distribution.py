@@ -91,7 +91,7 @@ def test_a_reference_across_tenants_is_refused_once_keys_pair_the_tenant(agent, 
 def test_the_gated_migration_does_nothing_on_a_single_node_and_fails_loudly_without_citus():
     from importlib import import_module
 
-    migration = import_module("loopmem.migrations.0003_citus_distribution")
+    migration = import_module("loopmem.migrations.0005_citus_distribution")
     with connection.schema_editor() as editor:
         migration.distribute_when_enabled(None, editor)  # LOOPMEM_CITUS off: nothing happens
     with (
