@@ -193,6 +193,11 @@ class ScopedSession:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return queryset.using(HEAVY_READ_ALIAS).count()
 
+    def aggregate(self, queryset: models.QuerySet[M], **aggregates: Any) -> dict[str, Any]:
+        """Aggregates over the scoped rows (the keyword lane's term statistics)."""
+        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        return queryset.using(HEAVY_READ_ALIAS).aggregate(**aggregates)
+
     def configure(self, options: ReadOptions) -> AppliedOptions:
         """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
         return apply_read_options(options)

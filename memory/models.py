@@ -7,6 +7,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Func, Q, Value
 from pgvector.django import HnswIndex, VectorField
@@ -17,6 +19,12 @@ from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
 SESSION_SEQ = "session_memories_seq"
+# The keyword lane's two text-search configurations, baked into the generated column; a query is parsed with the
+# same pair (memory.keyword_lane). `english` stems ("deploys" finds "deployed"); `loopmem_exact` keeps each word
+# as typed, lowercased (the `simple` dictionary with the english stop words, created by migration 0007), so an
+# exact name or form outranks a mere stem match. Identifiers survive both: the parser keeps `deploy-prod.yaml`,
+# `v2.3.1` and `kl1008` whole, and splits `ERR_TLS_CERT` into its words on both sides alike.
+KEYWORD_CONFIGS = ("english", "loopmem_exact")
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
@@ -69,6 +77,12 @@ class Memory(models.Model):
     graduated_at = models.DateTimeField(null=True, blank=True)
     # SET NULL: forgetting a superseder makes what it superseded live again.
     superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Kept by the database at INSERT: the keyword lane finds a row the moment it is written, before any embedding.
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config=KEYWORD_CONFIGS[0]) + SearchVector("text", config=KEYWORD_CONFIGS[1]),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -107,6 +121,9 @@ class Memory(models.Model):
             ),
             # The embedding backfill sweep: which tenants hold rows of which model ("" = not embedded yet).
             models.Index(fields=["tenant", "embedding_model"], name="memories_tenant_model_idx"),
+            # The keyword lane. fastupdate (the default) queues new entries in a pending list that every search
+            # also reads, so a write is found at once and pays no immediate index merge.
+            GinIndex(fields=["search_vector"], name="memories_search_vector_idx"),
         ]
 
     def __str__(self) -> str:

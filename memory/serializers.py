@@ -21,6 +21,7 @@ from loopmem.inputs import FlagField, LenientIntField, ProjectIdField, SessionId
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
 from memory.models import MAX_TEXT_BYTES, Memory, SessionTurn
+from memory.recall_modes import DEFAULT_MODE, RECALL_MODES, RecallMode
 from memory.selectors import DEFAULT_RECALL_K
 
 
@@ -182,6 +183,16 @@ def _re_scope(value: object) -> str:
     return str(value or "inherit")
 
 
+def recall_mode(value: object) -> RecallMode:
+    """`mode` of a recall: absent or null is today's `semantic`; anything but a known mode is 422."""
+    if value is None:
+        return DEFAULT_MODE
+    for mode in RECALL_MODES:
+        if value == mode:
+            return mode
+    raise ValidationFailed(details={"mode": [f"must be one of {', '.join(RECALL_MODES)}"]})
+
+
 class RecallIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory/recall, a read sent as POST. `project_id` first: it is checked before anything else."""
 
@@ -189,6 +200,7 @@ class RecallIn(serializers.Serializer):  # type: ignore[type-arg]
     query = WireField(_query)
     limit = LenientIntField(DEFAULT_RECALL_K)
     include_superseded = FlagField()
+    mode = WireField(recall_mode)
 
 
 class PromoteIn(serializers.Serializer):  # type: ignore[type-arg]
