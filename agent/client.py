@@ -19,6 +19,10 @@ from email.message import Message
 from typing import Any, Literal
 
 JSONObject = dict[str, Any]
+RecallMode = Literal["semantic", "keyword", "hybrid"]
+# Our own surfaces lead (DESIGN §11): the client recalls memories by meaning and by what was typed, fused, and finds
+# a memory the moment it is written. The HTTP API's default stays `semantic`; pass mode="semantic" for it.
+DEFAULT_RECALL_MODE: RecallMode = "hybrid"
 
 USER_AGENT = "loopmem-client/1"
 
@@ -325,12 +329,16 @@ class LoopmemClient:
         limit: int | None = None,
         include_superseded: bool | None = None,
         project_id: str | None = None,
+        mode: RecallMode | None = DEFAULT_RECALL_MODE,
     ) -> JSONObject:
-        """POST /api/v1/memory/recall: the subject's long-term memories nearest in meaning to `query`."""
+        """POST /api/v1/memory/recall: the subject's long-term memories for `query` (hybrid by default: by meaning
+        and by the words typed; None sends no mode, the API's own default)."""
         return self.request(
             "POST",
             "/api/v1/memory/recall",
-            body=_present(query=query, limit=limit, include_superseded=include_superseded, project_id=project_id),
+            body=_present(
+                query=query, limit=limit, include_superseded=include_superseded, project_id=project_id, mode=mode
+            ),
         )
 
     def memory_list(
@@ -375,12 +383,14 @@ class LoopmemClient:
         project_id: str | None = None,
         limit: int | None = None,
         session_id: str | None = None,
+        mode: RecallMode | None = DEFAULT_RECALL_MODE,
     ) -> JSONObject:
-        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`."""
+        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`; `mode`
+        is how the memory half reads (hybrid by default)."""
         return self.request(
             "POST",
             "/api/v1/recall",
-            body=_present(query=query, project_id=project_id, limit=limit, session_id=session_id),
+            body=_present(query=query, project_id=project_id, limit=limit, session_id=session_id, mode=mode),
         )
 
     def recall_referenced(self, *, recall_id: str, article_ids: list[str]) -> JSONObject:

@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from agent.client import JSONObject, LoopmemClient, LoopmemError
+from agent.client import DEFAULT_RECALL_MODE, JSONObject, LoopmemClient, LoopmemError, RecallMode
 from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,13 @@ ProjectId = Annotated[
     Field(description="A project's id (from resolve_project) to narrow to global + that project; omit for global."),
 ]
 Limit = Annotated[int | None, Field(description="How many rows at most.")]
+Mode = Annotated[
+    RecallMode,
+    Field(
+        description="hybrid (default): by meaning and by the exact words, names and codes you type, and finds a "
+        "memory the moment it is written; semantic: by meaning only; keyword: by the words only."
+    ),
+]
 
 
 def build_server(client: LoopmemClient) -> MCPServer:
@@ -108,13 +115,16 @@ def build_server(client: LoopmemClient) -> MCPServer:
         limit: Annotated[int | None, Field(description="1..100, default 10.")] = None,
         include_superseded: Annotated[bool | None, Field(description="Also return superseded memories.")] = None,
         project_id: ProjectId = None,
+        mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
-        """Your long-term memories nearest in meaning to `query`, best first, each with a score.
+        """Your long-term memories for `query`, best first, each with a score.
 
-        A memory is found by meaning a moment after it is written (it is embedded asynchronously)."""
+        Hybrid (the default) finds a memory by meaning and by an exact name, path or error code, and finds it the
+        moment it is written. `meta.answer_confidence` (high | medium | low | none) says how far the top hit stands
+        out from the rest."""
         return _call(
             lambda: client.memory_recall(
-                query=query, limit=limit, include_superseded=include_superseded, project_id=project_id
+                query=query, limit=limit, include_superseded=include_superseded, project_id=project_id, mode=mode
             )
         )
 
@@ -170,12 +180,15 @@ def build_server(client: LoopmemClient) -> MCPServer:
             str | None,
             Field(description="Your session id: articles already shown to this session are replaced by new ones."),
         ] = None,
+        mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
         """Memories and Knowledge Wiki articles for `query`, merged and deduplicated, with `meta.recall_id`.
 
         After answering, report the articles you used with recall_referenced."""
         return _call(
-            lambda: client.recall_context(query=query, project_id=project_id, limit=limit, session_id=session_id)
+            lambda: client.recall_context(
+                query=query, project_id=project_id, limit=limit, session_id=session_id, mode=mode
+            )
         )
 
     @tool(_WRITE)
