@@ -4,7 +4,8 @@ the session context a memory inherits from the one written just before it.
     own(m)   = w * semantic(m) / max semantic  +  (1 - w) * keyword(m) / max keyword
     score(m) = (own(m) + c * own(previous(m))) / (1 + c)          in [0, 1]
 
-(a lane that did not score m adds 0 for it).
+(a keyword lane that found none of the query's terms in m adds 0; a memory not embedded yet, which the semantic
+lane cannot score, is ranked by its keyword share alone, as degraded hybrid ranks every memory).
 Dividing each lane by its best score keeps either lane's scale out of the mix: a small embedder's cosine
 similarities sit near 0.3 while keyword coverage reaches 1, so w = 0.5 weighs the lanes equally whatever the
 embedder. previous(m) is the memory written just before m in the same session (`source_session_id`): in memories
@@ -25,8 +26,8 @@ class LaneScores:
     """One candidate: each lane's own figure (None where that lane has none) and its predecessor in its session."""
 
     id: uuid.UUID
-    semantic: float | None  # cosine similarity
-    keyword: float | None  # keyword query coverage
+    semantic: float | None  # cosine similarity; None: not embedded with the query's model
+    keyword: float | None  # keyword query coverage; None: holds none of the query's terms
     previous_id: uuid.UUID | None = None
 
 
@@ -45,11 +46,15 @@ def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple
     def share(value: float | None, best: float) -> float:
         return value / best if value is not None and best > 0 else 0.0
 
-    own = {
-        row.id: weights.semantic * share(row.semantic, best_semantic)
-        + (1.0 - weights.semantic) * share(row.keyword, best_keyword)
-        for row in rows
-    }
+    def own_score(row: LaneScores) -> float:
+        if row.semantic is None:
+            # Not embedded yet (read-your-writes): the keyword lane is the only judge it has, as in degraded hybrid.
+            return share(row.keyword, best_keyword)
+        return weights.semantic * share(row.semantic, best_semantic) + (1.0 - weights.semantic) * share(
+            row.keyword, best_keyword
+        )
+
+    own = {row.id: own_score(row) for row in rows}
 
     def inherited(row: LaneScores) -> float:
         # A predecessor outside the candidates scored too low in both lanes to have been fetched: it adds nothing.

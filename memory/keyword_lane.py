@@ -57,7 +57,8 @@ class HoldsAnyTerm(Func):
 
 
 def query_terms(query: str) -> list[str]:
-    """The query's distinct lexemes under both configurations, in the order they occur, at most MAX_QUERY_TERMS.
+    """The query's distinct lexemes, at most MAX_QUERY_TERMS: the stemmed ones in query order, then the as-typed
+    forms that differ from them.
 
     Reads no table: it only asks PostgreSQL to parse the text the way the column was built.
     """

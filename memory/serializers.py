@@ -184,8 +184,8 @@ def _re_scope(value: object) -> str:
 
 
 def recall_mode(value: object) -> RecallMode:
-    """`mode` of a recall: absent or null is today's `semantic`; anything but a known mode is 422."""
-    if value is None:
+    """`mode` of a recall: absent, null or "" is today's `semantic`; anything but a known mode is 422."""
+    if value is None or value == "":
         return DEFAULT_MODE
     for mode in RECALL_MODES:
         if value == mode:

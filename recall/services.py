@@ -199,7 +199,10 @@ def _memory_half(
         return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k)
     except HeavyReadOverloaded:
         # On merged recall a shed read degrades the memory half instead of failing the call.
-        return RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded", mode=mode)
+        shed = RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")
+        if mode != "semantic":
+            shed.mode, shed.lane_counts, shed.answer_confidence = mode, {}, "none"
+        return shed
 
 
 def _memory_item(hit: RecallHit, result: RecallResult) -> MergedItem:
