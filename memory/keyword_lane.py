@@ -1,8 +1,8 @@
 """The keyword lane of memory recall: what the agent typed, found by full-text match and ranked by how much of the
 query's information a memory holds.
 
-- Terms: the query parsed by the same two text-search configurations as the generated column
-  (`memory.models.KEYWORD_CONFIGS`): each word stemmed and as typed, english stop words dropped.
+- Terms: the query parsed by the generated column's text-search configuration (`memory.models.KEYWORD_CONFIG`):
+  words stemmed, english stop words dropped, identifiers kept whole or split as the memory's were.
 - Weights: BM25's inverse document frequency over the candidate rows (the subject's memories in the partition), so a
   rare name or code outweighs a word half the memories share.
 - Score: the weight of the terms a memory holds over the weight of all the query's terms ("coverage", in (0, 1]).
@@ -28,15 +28,12 @@ from django.db.models import BooleanField, Case, Count, Expression, F, FloatFiel
 from django.db.models.functions import Cast
 
 from loopmem import heavy_read
-from memory.models import KEYWORD_CONFIGS, Memory
+from memory.models import KEYWORD_CONFIG, Memory
 
 # A query longer than this many distinct terms keeps its first ones: the statistics query grows with each term.
 MAX_QUERY_TERMS = 32
 
-_QUERY_TERMS_SQL = (
-    "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s) || to_tsvector(%s::regconfig, %s))"
-    " ORDER BY positions[1], lexeme LIMIT %s"
-)
+_QUERY_TERMS_SQL = "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1], lexeme LIMIT %s"
 
 
 def tsquery_literal(lexemes: Sequence[str]) -> str:
@@ -57,14 +54,12 @@ class HoldsAnyTerm(Func):
 
 
 def query_terms(query: str) -> list[str]:
-    """The query's distinct lexemes, at most MAX_QUERY_TERMS: the stemmed ones in query order, then the as-typed
-    forms that differ from them.
+    """The query's distinct lexemes in the order they first occur, at most MAX_QUERY_TERMS.
 
     Reads no table: it only asks PostgreSQL to parse the text the way the column was built.
     """
-    stemmed, as_typed = KEYWORD_CONFIGS
     with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
-        cursor.execute(_QUERY_TERMS_SQL, [stemmed, query, as_typed, query, MAX_QUERY_TERMS])
+        cursor.execute(_QUERY_TERMS_SQL, [KEYWORD_CONFIG, query, MAX_QUERY_TERMS])
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -19,12 +19,11 @@ from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
 SESSION_SEQ = "session_memories_seq"
-# The keyword lane's two text-search configurations, baked into the generated column; a query is parsed with the
-# same pair (memory.keyword_lane). `english` stems ("deploys" finds "deployed"); `loopmem_exact` keeps each word
-# as typed, lowercased (the `simple` dictionary with the english stop words, created by migration 0007), so an
-# exact name or form outranks a mere stem match. Identifiers survive both: the parser keeps `deploy-prod.yaml`,
-# `v2.3.1` and `kl1008` whole, and splits `ERR_TLS_CERT` into its words on both sides alike.
-KEYWORD_CONFIGS = ("english", "loopmem_exact")
+# The keyword lane's text-search configuration, baked into the generated column; a query is parsed with the same one
+# (memory.keyword_lane). Chosen by measurement (docs/quality.md): stemming is applied to the memory and the query
+# alike, so identifiers survive it (the parser keeps `deploy-prod.yaml`, `v2.3.1` and `kl1008` whole and splits
+# `ERR_TLS_CERT` into its words on both sides), and a second, unstemmed vector beside it bought nothing.
+KEYWORD_CONFIG = "english"
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
@@ -79,7 +78,7 @@ class Memory(models.Model):
     superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # Kept by the database at INSERT: the keyword lane finds a row the moment it is written, before any embedding.
     search_vector = models.GeneratedField(
-        expression=SearchVector("text", config=KEYWORD_CONFIGS[0]) + SearchVector("text", config=KEYWORD_CONFIGS[1]),
+        expression=SearchVector("text", config=KEYWORD_CONFIG),
         output_field=SearchVectorField(),
         db_persist=True,
     )

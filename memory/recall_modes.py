@@ -14,7 +14,6 @@ lane could give); the fused ranking is cut at k.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Literal
 
 from django.conf import settings
@@ -96,15 +95,16 @@ def recall_lanes(
             include_superseded=include_superseded,
             session=session,
         )
-        pooled = _unique([*(hit.memory for hit in semantic.hits), *keyword_rows])
-        scored = _score_pool(session, candidates, pooled, keywords, embedding)
-    ranked = fusion.fuse(scored.lanes.values(), _weights())
+        scored = ScoredPool(semantic=semantic.hits, keyword=keyword_rows, pool=pool)
+        _fill_lane_scores(session, candidates, scored, keywords, embedding)
+        _add_session_context(session, candidates, scored, keywords, embedding)
+    ranked = fusion.fuse(scored.lanes(), _weights())
     hits = [
         RecallHit(
             memory=scored.rows[memory_id],
             score=score,
-            semantic=scored.lanes[memory_id].semantic,
-            keyword=scored.lanes[memory_id].keyword,
+            semantic=scored.semantic.get(memory_id),
+            keyword=scored.keyword.get(memory_id),
         )
         for memory_id, score in ranked[:k]
     ]
@@ -134,60 +134,101 @@ def _keyword_result(rows: list[Memory], k: int, *, mode: str) -> RecallResult:
     )
 
 
-def _unique(rows: Iterable[Memory]) -> list[Memory]:
-    return list({row.id: row for row in rows}.values())
-
-
 class ScoredPool:
-    """Candidates with both lanes' exact figures and their session predecessors, ready for fusion."""
+    """The fusion candidates: each lane's pool, every row's figure in both lanes, and session predecessors.
 
-    def __init__(self) -> None:
+    A lane that returned fewer rows than the pool returned everything it can score: a row missing from it holds
+    no term of the query (keyword) or has no vector of the query's model yet (semantic), and that lane's figure for
+    it is None. Only a lane cut at the pool leaves figures to fill.
+    """
+
+    def __init__(self, *, semantic: list[RecallHit], keyword: list[Memory], pool: int) -> None:
         self.rows: dict[uuid.UUID, Memory] = {}
-        self.lanes: dict[uuid.UUID, fusion.LaneScores] = {}
+        self.semantic: dict[uuid.UUID, float] = {}
+        self.keyword: dict[uuid.UUID, float] = {}
+        self.previous: dict[uuid.UUID, uuid.UUID] = {}
+        for hit in semantic:
+            self.rows[hit.memory.id] = hit.memory
+            self.semantic[hit.memory.id] = hit.semantic or 0.0
+        for row in keyword:
+            self.rows.setdefault(row.id, row)
+            self.keyword[row.id] = float(row.keyword_score)  # type: ignore[attr-defined]  # from keyword_rank
+        self.semantic_cut = len(semantic) >= pool
+        self.keyword_cut = len(keyword) >= pool
 
-    def add(self, row: Memory, previous_id: uuid.UUID | None = None) -> None:
-        distance = row.distance  # type: ignore[attr-defined]  # annotated by _with_lane_scores
-        coverage = row.keyword_score  # type: ignore[attr-defined]
-        self.rows[row.id] = row
-        self.lanes[row.id] = fusion.LaneScores(
-            id=row.id,
-            semantic=None if distance is None else max(0.0, 1.0 - float(distance)),
-            keyword=float(coverage) if coverage else None,  # 0: the row holds no term of the query
-            previous_id=previous_id,
-        )
+    def unscored(self) -> list[uuid.UUID]:
+        """Rows a cut lane may score but did not reach."""
+        return [
+            row_id
+            for row_id in self.rows
+            if (self.semantic_cut and row_id not in self.semantic) or (self.keyword_cut and row_id not in self.keyword)
+        ]
+
+    def note(self, row_id: uuid.UUID, distance: float | None, coverage: float | None) -> None:
+        if distance is not None:
+            self.semantic[row_id] = max(0.0, 1.0 - float(distance))
+        if coverage:  # 0: the row holds no term of the query
+            self.keyword[row_id] = float(coverage)
+
+    def lanes(self) -> list[fusion.LaneScores]:
+        return [
+            fusion.LaneScores(
+                id=row_id,
+                semantic=self.semantic.get(row_id),
+                keyword=self.keyword.get(row_id),
+                previous_id=self.previous.get(row_id),
+            )
+            for row_id in self.rows
+        ]
 
 
-def _score_pool(
+def _fill_lane_scores(
     session: heavy_read.ScopedSession,
     candidates: QuerySet[Memory],
-    pooled: list[Memory],
+    scored: ScoredPool,
     keywords: keyword_lane.KeywordQuery | None,
     embedding: QueryEmbedding,
-) -> ScoredPool:
-    """Both lanes' figures for every pooled row and for the memory written just after each in its session.
+) -> None:
+    """Score exactly, in both lanes, the pooled rows a cut lane did not reach (fusion never guesses a figure)."""
+    missing = scored.unscored()
+    if not missing:
+        return
+    rows = _with_lane_scores(candidates.filter(id__in=missing).only("id"), keywords, embedding)
+    for row in session.fetch(rows):
+        scored.note(row.id, row.distance, row.keyword_score)  # type: ignore[attr-defined]
 
-    Two reads: the pooled rows themselves, and the rows whose predecessor in their session is a pooled row
-    (which links pooled rows to each other too). The predecessor is taken among the candidates, so a
-    superseded or out-of-partition memory never passes context on.
+
+def _add_session_context(
+    session: heavy_read.ScopedSession,
+    candidates: QuerySet[Memory],
+    scored: ScoredPool,
+    keywords: keyword_lane.KeywordQuery | None,
+    embedding: QueryEmbedding,
+) -> None:
+    """Link each pooled row to the memory written just after it in its session, adding that memory if new.
+
+    One read: the candidates whose predecessor in their session (by write order) is a pooled row, with both lanes'
+    figures. The predecessor is taken among the candidates, so a superseded or out-of-partition memory never passes
+    context on, and a memory written without a session has none.
     """
-    pooled_ids = [row.id for row in pooled]
-    scored = ScoredPool()
-    for row in session.fetch(_with_lane_scores(candidates.filter(id__in=pooled_ids), keywords, embedding)):
-        scored.add(row)
-    sessions = {row.source_session_id for row in pooled if row.source_session_id}
-    if sessions:
-        following = (
-            candidates.filter(source_session_id__in=sorted(sessions))
-            .annotate(
-                previous_id=Window(
-                    Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()]
-                )
+    sessions = sorted({row.source_session_id for row in scored.rows.values() if row.source_session_id})
+    if not sessions:
+        return
+    pooled_ids = list(scored.rows)
+    following = (
+        candidates.filter(source_session_id__in=sessions)
+        .annotate(
+            previous_id=Window(
+                Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()]
             )
-            .filter(previous_id__in=pooled_ids)
         )
-        for row in session.fetch(_with_lane_scores(following, keywords, embedding)):
-            scored.add(row, previous_id=row.previous_id)  # type: ignore[attr-defined]
-    return scored
+        .filter(previous_id__in=pooled_ids)
+    )
+    for row in session.fetch(_with_lane_scores(following, keywords, embedding)):
+        scored.previous[row.id] = row.previous_id  # type: ignore[attr-defined]
+        if row.id not in scored.rows:
+            scored.rows[row.id] = row
+            scored.note(row.id, row.distance, row.keyword_score)  # type: ignore[attr-defined]
 
 
 def _with_lane_scores(

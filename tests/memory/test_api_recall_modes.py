@@ -248,3 +248,18 @@ def test_a_superseded_turn_passes_no_context_on(agent):
     Memory.objects.filter(id=question["id"]).update(superseded_by_id=twin["id"])
     scores = {hit["memory"]["id"]: hit["score"] for hit in recall(agent, "boss Lumen Forge", mode="hybrid")["data"]}
     assert scores[answer["id"]] == scores[twin["id"]]
+
+
+def test_a_row_beyond_one_lanes_pool_is_still_scored_exactly_by_it(agent):
+    # 40 rows: the semantic lane keeps its best 30 for k=5; the rare-word row ranks last there but first by keyword.
+    for n in range(39):
+        remember(agent, f"alpha beta gamma delta note {n}")
+    rare = remember(agent, "zeta omega")
+    embed_pending()
+    body = recall(agent, "alpha beta gamma zeta", mode="hybrid", limit=5)
+    assert body["meta"]["lane_counts"] == {"semantic": 30, "keyword": 30}
+    hit = next(hit for hit in body["data"] if hit["memory"]["id"] == rare["id"])
+    # Filled by an exact read, not taken as "not embedded" (which would judge it by its keyword share alone).
+    assert isinstance(hit["scores"]["semantic"], float)
+    assert hit["scores"]["semantic"] > 0
+    assert hit["score"] < 1.0

@@ -39,13 +39,13 @@ def _rank(tenant, query, limit=50, subject="agent-a"):
 @pytest.mark.parametrize(
     ("query", "terms"),
     [
-        # Stemmed (in query order), then as typed where that differs; english stop words dropped.
-        ("The deploys were failing", ["deploy", "fail", "deploys", "failing"]),
+        # Stemmed, english stop words dropped, in query order.
+        ("The deploys were failing", ["deploy", "fail"]),
         # Identifiers stay whole or split the same way the column splits them.
         ("deploy-prod.yaml", ["deploy-prod.yaml"]),
         ("ERR_TLS_CERT", ["err", "tls", "cert"]),
         ("kl1010 v2.3.1", ["kl1010", "v2.3.1"]),
-        ("Caroline", ["carolin", "caroline"]),
+        ("Caroline", ["carolin"]),
         ("what is it", []),
         ("", []),
     ],
