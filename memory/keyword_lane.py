@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.postgres.search import SearchQueryField
+from django.contrib.postgres.fields import ArrayField
 from django.db import connections
-from django.db.models import BooleanField, Case, Count, Expression, F, FloatField, Func, QuerySet, Value, When
-from django.db.models.functions import Cast
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, Count, F, FloatField, Func, IntegerField, QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 
 from loopmem import heavy_read
 from memory.models import KEYWORD_CONFIG, Memory
@@ -42,15 +43,110 @@ def tsquery_literal(lexemes: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-class HoldsAnyTerm(Func):
-    """`search_vector @@ '<a>' | '<b>'::tsquery`: the row holds at least one of the lexemes (GIN-indexable)."""
+class _OnSearchVector(Func):
+    """An expression over the row's `search_vector`, rendered as one SQL fragment.
 
-    arg_joiner = " @@ "
-    template = "(%(expressions)s)"
-    output_field = BooleanField()
+    Each is a single node, whatever the number of terms: the ORM and the heavy-read guard walk expression trees,
+    and a Case/When per term made building a query cost more than running it.
+    """
 
     def __init__(self, lexemes: Sequence[str]) -> None:
-        super().__init__(F("search_vector"), Cast(Value(tsquery_literal(lexemes)), SearchQueryField()))
+        super().__init__(F("search_vector"))
+        self.lexemes = tuple(lexemes)
+
+    def vector_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
+        sql, params = compiler.compile(self.get_source_expressions()[0])
+        return sql, list(params)
+
+
+class HoldsAnyTerm(_OnSearchVector):
+    """`search_vector @@ 'a' | 'b'`: the row holds at least one of the lexemes (GIN-indexable)."""
+
+    output_field = BooleanField()
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        vector, params = self.vector_sql(compiler, connection)
+        return f"({vector} @@ %s::tsquery)", [*params, tsquery_literal(self.lexemes)]
+
+
+class TermCounts(_OnSearchVector):
+    """An aggregate: for each lexeme, how many rows hold it (`ARRAY[count(*) FILTER (WHERE ...), ...]`)."""
+
+    contains_aggregate = True
+    output_field = ArrayField(IntegerField())
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        vector, vector_params = self.vector_sql(compiler, connection)
+        counts = ", ".join(f"count(*) FILTER (WHERE {vector} @@ %s::tsquery)" for _ in self.lexemes)
+        params = [value for lexeme in self.lexemes for value in (*vector_params, tsquery_literal([lexeme]))]
+        return f"ARRAY[{counts}]::integer[]", params
+
+
+class HeldTerms(_OnSearchVector):
+    """`ARRAY[search_vector @@ 'a', ...]`: which of the lexemes the row holds, in order."""
+
+    output_field = ArrayField(BooleanField())
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        vector, vector_params = self.vector_sql(compiler, connection)
+        flags = ", ".join(f"{vector} @@ %s::tsquery" for _ in self.lexemes)
+        params = [value for lexeme in self.lexemes for value in (*vector_params, tsquery_literal([lexeme]))]
+        return f"ARRAY[{flags}]::boolean[]", params
+
+
+class Coverage(_OnSearchVector):
+    """Σ weight of the lexemes the row holds / `total`: the keyword lane's score, 0 for a row that holds none."""
+
+    output_field = FloatField()
+
+    def __init__(self, lexemes: Sequence[str], weights: Sequence[float], total: float) -> None:
+        super().__init__(lexemes)
+        self.weights, self.total = tuple(weights), total
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        vector, vector_params = self.vector_sql(compiler, connection)
+        if not self.lexemes:
+            return "0.0::double precision", []
+        # float8 throughout: a bare 0.0 or weight literal is numeric, whose arithmetic costs several times more.
+        held = " + ".join(f"CASE WHEN {vector} @@ %s::tsquery THEN %s::float8 ELSE 0::float8 END" for _ in self.lexemes)
+        params = [
+            value
+            for lexeme, weight in zip(self.lexemes, self.weights, strict=True)
+            for value in (*vector_params, tsquery_literal([lexeme]), weight)
+        ]
+        return f"(({held}) / %s::float8)", [*params, self.total]
 
 
 def query_terms(query: str) -> list[str]:
@@ -74,6 +170,7 @@ class KeywordQuery:
 
     weights: dict[str, float]  # every term of the query, in query order
     held: tuple[str, ...]  # the terms at least one candidate holds
+    rows: int  # the candidates the weights were counted over
 
     @property
     def total_weight(self) -> float:
@@ -82,29 +179,39 @@ class KeywordQuery:
     def matches(self) -> HoldsAnyTerm:
         return HoldsAnyTerm(self.held)
 
-    def coverage(self) -> Expression:
-        """Σ weight of the terms the row holds / Σ weight of all terms: 0 for a row that holds none."""
-        parts = [
-            Case(When(HoldsAnyTerm([term]), then=Value(self.weights[term])), default=Value(0.0)) for term in self.held
-        ]
-        if not parts:
-            return Value(0.0, output_field=FloatField())
-        held: Any = parts[0]
-        for part in parts[1:]:
-            held = held + part
-        return Cast(held, FloatField()) / Value(self.total_weight)
+    def coverage(self) -> Coverage:
+        """Σ weight of the terms the row holds / Σ weight of all the query's terms."""
+        return Coverage(self.held, [self.weights[term] for term in self.held], self.total_weight)
 
 
 def keyword_query(session: heavy_read.ScopedSession, candidates: QuerySet[Memory], query: str) -> KeywordQuery | None:
     """Weigh the query's terms over the candidates (one aggregate read); None when the query has no terms."""
-    terms = query_terms(query)
+    return weigh_over(session, candidates, query_terms(query))
+
+
+def weigh_over(
+    session: heavy_read.ScopedSession, candidates: QuerySet[Memory], terms: Sequence[str]
+) -> KeywordQuery | None:
+    """`keyword_query` for terms already parsed."""
     if not terms:
         return None
-    counts = {f"term_{n}": Count("id", filter=HoldsAnyTerm([term])) for n, term in enumerate(terms)}
-    stats = session.aggregate(candidates, rows=Count("id"), **counts)
-    holding = {term: int(stats[f"term_{n}"]) for n, term in enumerate(terms)}
-    weights = {term: idf(stats["rows"], holding[term]) for term in terms}
-    return KeywordQuery(weights=weights, held=tuple(term for term in terms if holding[term] > 0))
+    stats = session.aggregate(candidates, rows=Count("id"), holding=TermCounts(terms))
+    return weigh(terms, rows=stats["rows"], holding=stats["holding"])
+
+
+def weigh(terms: Sequence[str], *, rows: int, holding: Sequence[int]) -> KeywordQuery:
+    """The terms' weights, from how many of `rows` candidates hold each."""
+    weights = {term: idf(rows, held) for term, held in zip(terms, holding, strict=True)}
+    held = tuple(term for term, count in zip(terms, holding, strict=True) if count > 0)
+    return KeywordQuery(weights=weights, held=held, rows=rows)
+
+
+def coverage_from(keywords: KeywordQuery, held: Sequence[bool]) -> float:
+    """`Coverage` computed from a row's held flags (one per term, in query order), the same figure as in SQL."""
+    total = keywords.total_weight
+    if total <= 0:
+        return 0.0
+    return sum(weight for weight, holds in zip(keywords.weights.values(), held, strict=True) if holds) / total
 
 
 def keyword_rank(

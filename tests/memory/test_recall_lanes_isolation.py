@@ -5,6 +5,7 @@ partition, superseded rule), and each is complete: every visible row it can scor
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ import pytest
 
 from loopmem import embeddings
 from loopmem.scope import Scope
-from memory import keyword_lane
+from memory import hybrid_lanes, keyword_lane
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
@@ -59,6 +60,10 @@ def _build(seed, tenant, other_tenant) -> World:
         if peers and rng.random() < 0.2:
             row.superseded_by = rng.choice(peers)
     Memory.objects.bulk_update(rows, ["superseded_by"])
+    # Each row's lexemes as the database stemmed them: what the keyword lane matches on.
+    lexemes = dict(Memory.objects.filter(id__in=[r.id for r in rows]).values_list("id", "search_vector"))
+    for row in rows:
+        row.lexemes = set(re.findall(r"'([^']+)'", lexemes[row.id]))  # type: ignore[attr-defined]
     return World(tenants=[tenant, other_tenant], projects=projects, rows=rows)
 
 
@@ -86,8 +91,21 @@ def _ids(result: RecallResult) -> set[uuid.UUID]:
     return {hit.memory.id for hit in result.hits}
 
 
+TIERS = ["whole", "exact_scan", "lane_by_lane"]
+
+
+@pytest.fixture(params=TIERS)
+def tier(request, monkeypatch, settings):
+    """Force each of hybrid recall's three reads (memory.hybrid_lanes) on these small subjects."""
+    if request.param != "whole":
+        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    if request.param == "lane_by_lane":
+        settings.RECALL_EXACT_MAX_ROWS = 1
+    return request.param
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_tenant):
+def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_tenant, tier):
     world = _build(seed, tenant, other_tenant)
     rng = random.Random(seed)
     for scope in _scopes(world):
@@ -96,11 +114,15 @@ def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_t
             terms = set(keyword_lane.query_terms(query))
             visible = _visible(world, scope, include_superseded)
             embedded = {row.id for row in visible if row.embedding_model == MODEL_ID}
-            matching = {row.id for row in visible if terms & set(row.text.split())}
+            matching = {row.id for row in visible if terms & row.lexemes}
             [vector] = embeddings.HashingEmbedder().embed([query])
             query_embedding = embeddings.QueryEmbedding(vector=embeddings.pad(vector, 1536), model_id=MODEL_ID)
             semantic = recall_by_vector(
-                scope=scope, vector=query_embedding.vector, model_id=MODEL_ID, k=K, include_superseded=include_superseded
+                scope=scope,
+                vector=query_embedding.vector,
+                model_id=MODEL_ID,
+                k=K,
+                include_superseded=include_superseded,
             )
             keyword = recall_lanes(
                 scope=scope, query=query, k=K, include_superseded=include_superseded, mode="keyword", embedding=None
@@ -113,7 +135,7 @@ def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_t
                 mode="hybrid",
                 embedding=query_embedding,
             )
-            context = f"seed {seed} {scope} include_superseded={include_superseded} query={query!r}"
+            context = f"{tier} seed {seed} {scope} include_superseded={include_superseded} query={query!r}"
             assert _ids(semantic) == embedded, context
             assert _ids(keyword) == matching, context
             assert _ids(hybrid) == embedded | matching, context
@@ -145,3 +167,26 @@ def test_outsiders_recall_nothing_over_http(secret, client_for, make_key, tenant
     # Keyword: only the row holding the words; hybrid: the semantic lane scores every embedded row of the owner.
     expected = ["the vault code is 4242", "it opens the east door"] if mode == "hybrid" else ["the vault code is 4242"]
     assert owner_sees == expected
+
+
+def test_the_three_reads_rank_alike(agent, tenant, monkeypatch, settings):
+    """Every hybrid read is exact, so the whole-set, scan and lane-by-lane reads agree, session context included."""
+    rng = random.Random(7)
+    for n in range(48):  # under the test settings' quota of 50
+        remember(agent, " ".join(rng.sample(WORDS, 3)) + f" item {n}", source_session_id=f"s{n % 4}")
+    embed_pending()
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    [vector] = embeddings.HashingEmbedder().embed(["alpha bravo"])
+    query_embedding = embeddings.QueryEmbedding(vector=embeddings.pad(vector, 1536), model_id=MODEL_ID)
+
+    def ranking():
+        result = recall_lanes(
+            scope=scope, query="alpha bravo", k=10, include_superseded=False, mode="hybrid", embedding=query_embedding
+        )
+        return [(hit.memory.id, round(hit.score or 0.0, 9)) for hit in result.hits], result.lane_counts
+
+    whole = ranking()
+    monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    assert ranking() == whole
+    settings.RECALL_EXACT_MAX_ROWS = 1
+    assert ranking() == whole
