@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -97,6 +98,15 @@ def scratch_tenant() -> Iterator[Tenant]:
         tenant.delete()  # its memories cascade
 
 
+def evaluation_id(turn_id: str) -> uuid.UUID:
+    """A memory id whose order is fixed by the turn id, so ties (which rank by id) break the same way every run.
+
+    The high half comes from the turn id, the low half is random: two runs sharing a database never collide.
+    """
+    fixed = uuid.uuid5(uuid.NAMESPACE_URL, f"loopmem:recall_eval:{turn_id}").int >> 64
+    return uuid.UUID(int=(fixed << 64) | secrets.randbits(64))
+
+
 def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress | None = None) -> Corpus:
     """Every conversation as one subject of `tenant`, one memory per turn, embedded as the worker would."""
     turn_of: dict[uuid.UUID, str] = {}
@@ -108,6 +118,7 @@ def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress |
             day = datetime.combine(date.fromisoformat(session["date"]), time(9), tzinfo=UTC)
             for n, turn in enumerate(session["turns"]):
                 memory = Memory(
+                    id=evaluation_id(turn["id"]),
                     tenant=tenant,
                     subject_id=conversation["id"],
                     text=memory_text(session["date"], turn["speaker"], turn["text"]),
