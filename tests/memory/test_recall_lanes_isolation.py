@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import pytest
 
 from loopmem import embeddings
+from loopmem.models import Tenant
 from loopmem.scope import Scope
 from memory import hybrid_lanes, keyword_lane
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
+from projects.models import Project
 from tests.factories import ProjectFactory
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 
@@ -30,9 +32,10 @@ K = 100  # more than any scope holds: every lane must return everything it can s
 
 @dataclass
 class World:
-    tenants: list
-    projects: dict  # tenant id -> its projects
+    tenants: list[Tenant]
+    projects: dict[uuid.UUID, list[Project]]  # tenant id -> its projects
     rows: list[Memory]
+    lexemes: dict[uuid.UUID, set[str]]  # each row's lexemes as the database stemmed them
 
 
 def _build(seed, tenant, other_tenant) -> World:
@@ -61,10 +64,9 @@ def _build(seed, tenant, other_tenant) -> World:
             row.superseded_by = rng.choice(peers)
     Memory.objects.bulk_update(rows, ["superseded_by"])
     # Each row's lexemes as the database stemmed them: what the keyword lane matches on.
-    lexemes = dict(Memory.objects.filter(id__in=[r.id for r in rows]).values_list("id", "search_vector"))
-    for row in rows:
-        row.lexemes = set(re.findall(r"'([^']+)'", lexemes[row.id]))  # type: ignore[attr-defined]
-    return World(tenants=[tenant, other_tenant], projects=projects, rows=rows)
+    vectors = Memory.objects.filter(id__in=[r.id for r in rows]).values_list("id", "search_vector")
+    lexemes = {memory_id: set(re.findall(r"'([^']+)'", vector)) for memory_id, vector in vectors}
+    return World(tenants=[tenant, other_tenant], projects=projects, rows=rows, lexemes=lexemes)
 
 
 def _visible(world: World, scope: Scope, include_superseded: bool) -> list[Memory]:
@@ -114,7 +116,7 @@ def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_t
             terms = set(keyword_lane.query_terms(query))
             visible = _visible(world, scope, include_superseded)
             embedded = {row.id for row in visible if row.embedding_model == MODEL_ID}
-            matching = {row.id for row in visible if terms & row.lexemes}
+            matching = {row.id for row in visible if terms & world.lexemes[row.id]}
             [vector] = embeddings.HashingEmbedder().embed([query])
             query_embedding = embeddings.QueryEmbedding(vector=embeddings.pad(vector, 1536), model_id=MODEL_ID)
             semantic = recall_by_vector(
