@@ -21,6 +21,10 @@ from email.message import Message
 from typing import Any, Literal
 
 JSONObject = dict[str, Any]
+RecallMode = Literal["semantic", "keyword", "hybrid"]
+# Our own surfaces lead (DESIGN §11): the client recalls memories by meaning and by what was typed, fused, and finds
+# a memory the moment it is written. The HTTP API's default stays `semantic`; pass mode="semantic" for it.
+DEFAULT_RECALL_MODE: RecallMode = "hybrid"
 
 USER_AGENT = "loopmem-client/1"
 
@@ -367,10 +371,14 @@ class LoopmemClient:
         include_superseded: bool | None = None,
         project_id: str | None = None,
         filters: MemoryFilters | None = None,
+        mode: RecallMode | None = DEFAULT_RECALL_MODE,
     ) -> JSONObject:
-        """POST /api/v1/memory/recall: the subject's long-term memories nearest in meaning to `query`, among those
-        that match `filters` (applied inside the search, so a filtered recall is as complete as any)."""
-        body = _present(query=query, limit=limit, include_superseded=include_superseded, project_id=project_id)
+        """POST /api/v1/memory/recall: the subject's long-term memories for `query` (hybrid by default: by meaning
+        and by the words typed; None sends no mode, the API's own default), among those that match `filters`
+        (applied inside the search, so a filtered recall is as complete as any)."""
+        body = _present(
+            query=query, limit=limit, include_superseded=include_superseded, project_id=project_id, mode=mode
+        )
         return self.request("POST", "/api/v1/memory/recall", body={**body, **(filters or MemoryFilters()).body()})
 
     def memory_list(
@@ -478,11 +486,11 @@ class LoopmemClient:
         limit: int | None = None,
         session_id: str | None = None,
         filters: MemoryFilters | None = None,
+        mode: RecallMode | None = DEFAULT_RECALL_MODE,
     ) -> JSONObject:
-        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`.
-
-        `filters` narrow the memory half only."""
-        body = _present(query=query, project_id=project_id, limit=limit, session_id=session_id)
+        """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`; `mode`
+        is how the memory half reads (hybrid by default); `filters` narrow the memory half only."""
+        body = _present(query=query, project_id=project_id, limit=limit, session_id=session_id, mode=mode)
         return self.request("POST", "/api/v1/recall", body={**body, **(filters or MemoryFilters()).body()})
 
     def recall_referenced(self, *, recall_id: str, article_ids: list[str]) -> JSONObject:

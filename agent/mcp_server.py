@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from agent.client import JSONObject, LoopmemClient, LoopmemError, MemoryFilters
+from agent.client import DEFAULT_RECALL_MODE, JSONObject, LoopmemClient, LoopmemError, MemoryFilters, RecallMode
 from agent.config import AgentConfig, AgentConfigError, agent_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,15 @@ def bounded_wait(seconds: float | None) -> float:
     if seconds is None:
         return DEFAULT_WAIT_SECONDS
     return min(max(seconds, 0.0), MAX_WAIT_SECONDS)
+
+
+Mode = Annotated[
+    RecallMode,
+    Field(
+        description="hybrid (default): by meaning and by the exact words, names and codes you type, and finds a "
+        "memory the moment it is written; semantic: by meaning only; keyword: by the words only."
+    ),
+]
 
 
 def build_server(client: LoopmemClient) -> MCPServer:
@@ -139,11 +148,13 @@ def build_server(client: LoopmemClient) -> MCPServer:
         created_after: CreatedAfter = None,
         created_before: CreatedBefore = None,
         min_confidence: MinConfidence = None,
+        mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
-        """Your long-term memories nearest in meaning to `query`, best first, each with a score.
+        """Your long-term memories for `query`, best first, each with a score.
 
-        The filters narrow the search itself (a filtered recall is as complete as an unfiltered one). A memory is
-        found by meaning a moment after it is written (it is embedded asynchronously)."""
+        The filters narrow the search itself (a filtered recall is as complete as an unfiltered one). Hybrid (the
+        default) finds a memory by meaning and by an exact name, path or error code, and finds it the moment it is
+        written. `meta.answer_confidence` (high | medium | low | none) says how far the top hit stands out."""
         filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
         return _call(
             lambda: client.memory_recall(
@@ -152,6 +163,7 @@ def build_server(client: LoopmemClient) -> MCPServer:
                 include_superseded=include_superseded,
                 project_id=project_id,
                 filters=filters,
+                mode=mode,
             )
         )
 
@@ -272,6 +284,7 @@ def build_server(client: LoopmemClient) -> MCPServer:
         created_after: CreatedAfter = None,
         created_before: CreatedBefore = None,
         min_confidence: MinConfidence = None,
+        mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
         """Memories and Knowledge Wiki articles for `query`, merged and deduplicated, with `meta.recall_id`.
 
@@ -280,7 +293,12 @@ def build_server(client: LoopmemClient) -> MCPServer:
         filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
         return _call(
             lambda: client.recall_context(
-                query=query, project_id=project_id, limit=limit, session_id=session_id, filters=filters
+                query=query,
+                project_id=project_id,
+                limit=limit,
+                session_id=session_id,
+                filters=filters,
+                mode=mode,
             )
         )
 

@@ -190,9 +190,19 @@ class ScopedSession:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return list(queryset.using(HEAVY_READ_ALIAS))
 
+    def values(self, queryset: models.QuerySet[Any, Any]) -> list[Any]:
+        """The rows of a values() / values_list() queryset: only the columns a read needs, no model instances."""
+        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        return list(queryset.using(HEAVY_READ_ALIAS))
+
     def count(self, queryset: models.QuerySet[M]) -> int:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return queryset.using(HEAVY_READ_ALIAS).count()
+
+    def aggregate(self, queryset: models.QuerySet[M], **aggregates: Any) -> dict[str, Any]:
+        """Aggregates over the scoped rows (the keyword lane's term statistics)."""
+        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        return queryset.using(HEAVY_READ_ALIAS).aggregate(**aggregates)
 
     def configure(self, options: ReadOptions) -> AppliedOptions:
         """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""

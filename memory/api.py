@@ -28,7 +28,7 @@ from loopmem.params import page_params
 from loopmem.ratelimit import ApiKeyRateThrottle
 from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
-from memory import envelopes, graduation, selectors, services
+from memory import envelopes, graduation, recall_modes, selectors, services
 from memory.models import Memory
 from memory.promotion import jobs as promotion
 from memory.serializers import (
@@ -237,7 +237,7 @@ class MemoryViewSet(ScopedViewSet):
     def recall(self, request: Request) -> Response:
         args = parse_body(RecallIn, request)
         scope = self.scope_in(args.pop("project_id"))
-        result = selectors.memory_recall(scope=scope, tenant=self.principal.require_tenant(), **args)
+        result = recall_modes.memory_recall_in_mode(scope=scope, tenant=self.principal.require_tenant(), **args)
         services.memory_note_recalled(
             tenant_id=scope.tenant_id, result=result, include_superseded=args["include_superseded"]
         )

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Case, F, Func, Q, Value, When
 from pgvector.django import HnswIndex, VectorField
@@ -19,6 +20,11 @@ from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
 SESSION_SEQ = "session_memories_seq"
+# The keyword lane's text-search configuration, baked into the generated column; a query is parsed with the same one
+# (memory.keyword_lane). Chosen by measurement (docs/quality.md): stemming is applied to the memory and the query
+# alike, so identifiers survive it (the parser keeps `deploy-prod.yaml`, `v2.3.1` and `kl1008` whole and splits
+# `ERR_TLS_CERT` into its words on both sides), and a second, unstemmed vector beside it bought nothing.
+KEYWORD_CONFIG = "english"
 
 
 class MemoryQuerySet(TenantRoutedQuerySet["Memory"]):
@@ -74,6 +80,12 @@ class Memory(TenantRoutedModel):
     superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # Import idempotency: the chain key (text hash + predecessors' keys) of a row written by import; NULL otherwise.
     import_key = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not imported)
+    # Kept by the database at INSERT: the keyword lane finds a row the moment it is written, before any embedding.
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", config=KEYWORD_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -124,6 +136,9 @@ class Memory(TenantRoutedModel):
             # Recall and list filters (memory.filters): tags @> / && and metadata @>, ANDed with the scope.
             GinIndex(fields=["tags"], name="memories_tags_gin_idx"),
             GinIndex(fields=["metadata"], name="memories_metadata_gin_idx", opclasses=["jsonb_path_ops"]),
+            # The keyword lane. fastupdate (the default) queues new entries in a pending list that every search
+            # also reads, so a write is found at once and pays no immediate index merge.
+            GinIndex(fields=["search_vector"], name="memories_search_vector_idx"),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
 from loopmem.scope import Scope
+from memory.candidates import HEAVY_COLUMNS, recall_candidates
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
 
@@ -34,6 +36,9 @@ POOL_CAP = 500
 class RecallHit:
     memory: Memory
     score: float | None
+    # Each lane's own figure (None: the lane did not score the row): cosine similarity, keyword query coverage.
+    semantic: float | None = None
+    keyword: float | None = None
 
 
 @dataclass
@@ -47,6 +52,11 @@ class RecallResult:
     recall_path: str | None = None  # "exact" | "ann"; None on the fallback
     ann_iterative_scan: str | None = None  # only when the ANN index ran
     ann_iterative_scan_reason: str | None = None
+    # Set by keyword and hybrid recall (memory.recall_modes); the semantic envelope never shows them.
+    mode: str = "semantic"
+    lane_counts: dict[str, int] | None = None
+    lane_lost: str | None = None
+    answer_confidence: str | None = None
 
     @property
     def underfilled(self) -> bool:
@@ -95,11 +105,10 @@ def _candidates(
     scope: Scope, model_id: str, *, include_superseded: bool, filters: MemoryFilters | None = None
 ) -> QuerySet[Memory]:
     # Vectors of another model are never compared: their distances would mean nothing. Filters narrow the
-    # scoped rows here, so the exact and the ANN read alike see only matching rows (never a post-filter).
-    rows = narrow(Memory.objects.for_scope(scope), filters).filter(embedding__isnull=False, embedding_model=model_id)
-    if not include_superseded:
-        rows = rows.live()
-    return rows.in_partition(scope.project_id).defer("embedding")
+    # scoped rows (recall_candidates), so the exact and the ANN read alike see only matching rows.
+    return recall_candidates(scope, include_superseded=include_superseded, filters=filters).filter(
+        embedding__isnull=False, embedding_model=model_id
+    )
 
 
 def recall_by_vector(
@@ -111,6 +120,7 @@ def recall_by_vector(
     include_superseded: bool = False,
     path: str = "auto",
     filters: MemoryFilters | None = None,
+    session: heavy_read.ScopedSession | None = None,
 ) -> RecallResult:
     """Index-safe kNN inside the scope (DESIGN §5): complete for every subject size up to the quota.
 
@@ -118,10 +128,15 @@ def recall_by_vector(
     distance. A larger one is read through HNSW with the subject *inside* an iterative scan, re-ranked, and
     verified: if it comes back short, the exact read answers instead. `path` forces a read for benchmarks and
     tests: "exact", "ann" (verified), "ann_only" (unverified), "ann_post_filter" (the reference's: no iterative
-    scan, unverified).
+    scan, unverified). `session`: read inside one the caller holds (hybrid recall reads both lanes in one).
     """
     candidates = _candidates(scope, model_id, include_superseded=include_superseded, filters=filters)
-    with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
+    opened = (
+        heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+        if session is None
+        else contextlib.nullcontext(session)
+    )
+    with opened as session:
         if include_superseded:
             # Superseded rows are not in the partial HNSW index: the exact, bounded read serves them.
             return _result(session.fetch(_exact(candidates, vector, k)), k, recall_path="exact")
@@ -162,7 +177,8 @@ def _exact(candidates: QuerySet[Memory], vector: list[float], k: int) -> QuerySe
 
 
 def _result(rows: Sequence[Memory], k: int, **meta: Any) -> RecallResult:
-    hits = [RecallHit(memory=m, score=max(0.0, 1.0 - m.distance)) for m in rows]  # type: ignore[attr-defined]
+    similarities = [max(0.0, 1.0 - m.distance) for m in rows]  # type: ignore[attr-defined]
+    hits = [RecallHit(memory=m, score=s, semantic=s) for m, s in zip(rows, similarities, strict=True)]
     return RecallResult(hits=hits, k=k, **meta)
 
 
@@ -170,12 +186,10 @@ def recall_fallback(
     *, scope: Scope, query: str, k: int, include_superseded: bool, reason: str, filters: MemoryFilters | None = None
 ) -> RecallResult:
     """Embedding is unavailable: substring match in the same scope, newest first, no scores (reference §4.4)."""
-    rows = narrow(Memory.objects.for_scope(scope), filters)
-    if not include_superseded:
-        rows = rows.live()
+    rows = recall_candidates(scope, include_superseded=include_superseded, filters=filters)
     if query != "":
         rows = rows.filter(text__icontains=query)  # Django escapes %, _ and \\ in the pattern
-    rows = rows.in_partition(scope.project_id).defer("embedding").newest_first()[:k]
+    rows = rows.newest_first()[:k]
     with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         found = session.fetch(rows)
     return RecallResult(hits=[RecallHit(memory=m, score=None) for m in found], k=k, fallback=True, reason=reason)
@@ -206,7 +220,7 @@ def _listing(rows: QuerySet[Memory], *, include_superseded: bool, source: str | 
         rows = rows.filter(superseded_by__isnull=True)
     if source in Memory.Source.values:
         rows = rows.filter(source=source)
-    return rows.defer("embedding").order_by("-inserted_at", "-id")
+    return rows.defer(*HEAVY_COLUMNS).order_by("-inserted_at", "-id")
 
 
 # --- One memory, its history, and the export ---------------------------------------------------------------

@@ -39,6 +39,7 @@ from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
 from memory.filters import MAX_FILTER_TAGS, MemoryFilters
 from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
+from memory.recall_modes import DEFAULT_MODE, RECALL_MODES, RecallMode
 from memory.selectors import DEFAULT_RECALL_K
 from memory.services import ImportRow
 
@@ -315,6 +316,16 @@ def memory_filters(values: Mapping[str, Any]) -> MemoryFilters:
     )
 
 
+def recall_mode(value: object) -> RecallMode:
+    """`mode` of a recall: absent, null or "" is today's `semantic`; anything but a known mode is 422."""
+    if value is None or value == "":
+        return DEFAULT_MODE
+    for mode in RECALL_MODES:
+        if value == mode:
+            return mode
+    raise ValidationFailed(details={"mode": [f"must be one of {', '.join(RECALL_MODES)}"]})
+
+
 class RecallIn(MemoryFiltersIn):
     """POST /api/v1/memory/recall, a read sent as POST. `project_id` is checked before anything else (its error
     stops parsing at once), then the filters and the other fields."""
@@ -323,6 +334,7 @@ class RecallIn(MemoryFiltersIn):
     query = WireField(_query)
     limit = LenientIntField(DEFAULT_RECALL_K)
     include_superseded = FlagField()
+    mode = WireField(recall_mode)
 
 
 class PromoteIn(serializers.Serializer):  # type: ignore[type-arg]

@@ -514,13 +514,14 @@ def memory_embed(*, memory_id: str) -> str:
 def memory_note_recalled(*, tenant_id: uuid.UUID, result: Any, include_superseded: bool) -> None:
     """Count a healthy semantic recall towards graduation: at most once per memory per cooldown.
 
-    Only results scoring ≥ the bump floor count; the fallback and include_superseded reads never do. Redis
+    Only hits whose semantic similarity is ≥ the bump floor count (in every mode: a keyword or fused score is not
+    a similarity); the fallback and include_superseded reads never do. Redis
     pre-filters the cooldown; the conditional UPDATE is the real guard. Off the request path (a Celery task)
     unless RECALL_BUMP_MODE is "sync"; if it cannot be enqueued it is dropped, never blocking the recall.
     """
     if result.fallback or include_superseded:
         return
-    ids = [str(hit.memory.id) for hit in result.hits if (hit.score or 0.0) >= settings.RECALL_BUMP_MIN_SCORE]
+    ids = [str(hit.memory.id) for hit in result.hits if (hit.semantic or 0.0) >= settings.RECALL_BUMP_MIN_SCORE]
     ids = _bump_admitted(tenant_id, ids)
     if not ids:
         return

@@ -1,15 +1,16 @@
 """`answer_confidence` (reference §4.9, newest version): are the knowledge rows answers, or just neighbours?
 
 Semantic search has no no-answer mode, so the verdict is the separation of the top knowledge score from the
-rest within this query's own rows, never an absolute threshold.
+rest within this query's own rows (`loopmem.separation`), never an absolute threshold.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
 from django.conf import settings
+
+from loopmem.separation import separation
 
 
 def answer_confidence(
@@ -20,11 +21,7 @@ def answer_confidence(
         return "none"
     if curated_article_id is not None and curated_article_id in knowledge_ids:
         return "answer"
-    scores = sorted((s for s in knowledge_scores if s is not None), reverse=True)
-    if len(scores) < 2:
-        return "weak"
-    top, rest = scores[0], scores[1:]
-    median = statistics.median(rest)
-    if median > 0 and top / median >= settings.RECALL_ANSWER_SEPARATION:
+    ratio = separation(knowledge_scores)
+    if ratio is not None and ratio >= settings.RECALL_ANSWER_SEPARATION:
         return "answer"
-    return "weak"  # a zero median is weak: nothing to separate from
+    return "weak"  # a single score, or a zero median, is weak: nothing to separate from

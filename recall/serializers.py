@@ -16,7 +16,7 @@ from loopmem.errors import (
 )
 from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
 from loopmem.params import canonical_uuid
-from memory.serializers import MemoryFiltersIn
+from memory.serializers import MemoryFiltersIn, recall_mode
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
 
 MAX_QUERY_CHARS = 500
@@ -58,6 +58,7 @@ class RecallContextIn(MemoryFiltersIn):
     query = WireField(_query)
     session_id = SessionIdField(missing=None, too_long=InvalidSessionId, strip=True)
     limit = LenientIntField(DEFAULT_LIMIT)
+    mode = WireField(recall_mode)  # how the memory half reads: semantic (default) | keyword | hybrid
 
 
 class ReferencedIn(serializers.Serializer):  # type: ignore[type-arg]

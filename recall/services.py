@@ -33,7 +33,8 @@ from loopmem.params import clamp
 from loopmem.scope import Scope
 from memory.filters import MemoryFilters
 from memory.models import Memory
-from memory.selectors import RecallResult, recall_by_vector, recall_fallback
+from memory.recall_modes import DEFAULT_MODE, RecallMode, recall_lanes
+from memory.selectors import RecallHit, RecallResult, recall_by_vector, recall_fallback
 from memory.services import memory_note_recalled
 from projects.selectors import project_in_tenant
 from recall import history
@@ -109,16 +110,20 @@ def recall_context(
     session_id: str | None = None,
     diversity: dict[str, Any] | None = None,
     filters: MemoryFilters | None = None,
+    mode: RecallMode = DEFAULT_MODE,
 ) -> RecallContext:
-    """Run both halves and merge them. `query` is already validated and trimmed by the caller."""
+    """Run both halves and merge them. `query` is already validated and trimmed by the caller.
+
+    `mode` is how the memory half reads (memory.recall_modes); the knowledge half is always its combined search.
+    """
     limit = clamp(limit if limit is not None else DEFAULT_LIMIT, 1, MAX_LIMIT)
     config = DiversityConfig.from_settings(**(diversity or {}))
     recall_id = uuid.uuid4()
     embedding = embeddings.embed_query(tenant, query)
 
-    memory_result = _memory_half(scope, query, limit, embedding, filters)
+    memory_result = _memory_half(scope, query, limit, embedding, mode, filters)
     memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
-    memory_items = [_memory_item(hit.memory, hit.score, memory_result.fallback) for hit in memory_result.hits]
+    memory_items = [_memory_item(hit, memory_result) for hit in memory_result.hits]
     # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
     model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embeddings.spec_for(tenant).model_id
     knowledge = _knowledge_half(
@@ -188,9 +193,14 @@ def _memory_half(
     query: str,
     k: int,
     embedding: QueryEmbedding | embeddings.EmbeddingFailure,
+    mode: RecallMode,
     filters: MemoryFilters | None = None,
 ) -> RecallResult:
     try:
+        if mode != "semantic":
+            return recall_lanes(
+                scope=scope, query=query, k=k, include_superseded=False, mode=mode, embedding=embedding, filters=filters
+            )
         if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
             return RecallResult(hits=[], k=k, fallback=True, reason=embedding.tag)
         if isinstance(embedding, embeddings.EmbeddingFailure):
@@ -200,18 +210,36 @@ def _memory_half(
         return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k, filters=filters)
     except HeavyReadOverloaded:
         # On merged recall a shed read degrades the memory half instead of failing the call.
-        return RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")
+        shed = RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")
+        if mode != "semantic":
+            shed.mode, shed.lane_counts, shed.answer_confidence = mode, {}, "none"
+        return shed
 
 
-def _memory_item(memory: Memory, score: float | None, fallback: bool) -> MergedItem:
+def _memory_item(hit: RecallHit, result: RecallResult) -> MergedItem:
     return MergedItem(
         source="memory",
-        id=str(memory.id),
-        score=score,
-        selection_reason="ilike_fallback" if fallback else "semantic",
-        tokens_estimate=tokens_estimate(memory.text),
-        memory=memory,
+        id=str(hit.memory.id),
+        score=hit.score,
+        selection_reason=_memory_selection_reason(hit, result),
+        tokens_estimate=tokens_estimate(hit.memory.text),
+        memory=hit.memory,
     )
+
+
+def _memory_selection_reason(hit: RecallHit, result: RecallResult) -> str:
+    """semantic mode: `semantic` | `ilike_fallback`; keyword and hybrid: which lanes scored the row, like knowledge."""
+    if result.mode == "semantic":
+        return "ilike_fallback" if result.fallback else "semantic"
+    if result.fallback:
+        return "keyword_fallback"  # hybrid without an embedding: the keyword lane alone
+    if hit.semantic is not None and hit.keyword is not None:
+        return "keyword+semantic"
+    if hit.keyword is not None:
+        return "keyword"
+    if hit.semantic is not None:
+        return "semantic"
+    return "session_context"  # neither lane scored it: it follows a hit in its session
 
 
 def _knowledge_half(

@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("loopmem", "0004_deletion_audit"),
         ("projects", "0001_initial"),
-        ("memory", "0009_promotion_jobs_finished_index"),
+        ("memory", "0010_memory_keyword_search_vector"),
         ("knowledge", "0003_access_query_text_index"),
     ]
 

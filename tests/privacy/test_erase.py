@@ -99,7 +99,7 @@ def test_after_an_erase_the_database_and_redis_hold_no_trace_of_the_subject(
 
     # The marker is where each path put it, and the subject has recall-history keys: the search below can fail.
     assert set(database_hits(MARKER)) == {
-        "memories.text", "memories.tags", "memories.metadata", "session_memories.content",
+        "memories.text", "memories.tags", "memories.metadata", "memories.search_vector", "session_memories.content",
         "articles.title", "articles.body", "articles.search_vector", "articles.tags",
         "article_access_events.metadata",
     }  # fmt: skip
@@ -123,7 +123,7 @@ def test_after_an_erase_the_database_and_redis_hold_no_trace_of_the_subject(
     assert ArticleAccessEvent.objects.exists()
     assert not ArticleAccessEvent.objects.filter(metadata__has_key="query").exists()
     # What is not the subject's is untouched, and every removal is on record under the subject's keyed hash.
-    assert database_hits(PEER_MARKER) == ["memories.text"]
+    assert database_hits(PEER_MARKER) == ["memories.search_vector", "memories.text"]
     assert Article.objects.filter(title="Bucket handbook").exists()
     audit = DeletionAudit.objects.filter(tenant_id=tenant.id, reason="erase_subject")
     assert audit.count() == sum(report["removed"].values()) - report["removed"]["redis_keys"]

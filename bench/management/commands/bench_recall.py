@@ -1,7 +1,9 @@
 """bench_recall: latency and completeness of recall on a diluted corpus (DESIGN §5), per read path, plus HTTP.
 
 Every sampled subject's true top 10 lies outside the global top 500 (the command measures that too), so a read
-that filters the subject after an approximate index scan loses rows, and recall@10 shows it.
+that filters the subject after an approximate index scan loses rows, and recall@10 shows it. Hybrid and keyword
+recall are timed beside semantic on the same subjects and on a quota-full subject (bench/recall_modes_bench.py).
+
 
 The filtered pass reads again with a tag filter that one row in ten of every subject carries (`memory.filters`),
 against the exact filtered top 10, and prints its p95 next to the unfiltered one: a filter is applied inside the
@@ -32,7 +34,7 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from bench import scale_corpus
+from bench import recall_modes_bench, scale_corpus
 from bench.harness import percentiles
 from bench.management.commands.seed_scale import corpus_progress, scale_tenant
 from loopmem import embeddings
@@ -299,6 +301,18 @@ def measure_http_recall(clients: dict[str, Client], probes: Sequence[Probe]) -> 
     return {"latency_ms": percentiles(latencies), "recall_at_10": recall_summary(recalls), "recall_path": dict(paths)}
 
 
+def measure_http_hybrid(clients: dict[str, Client], probes: Sequence[recall_modes_bench.ModeProbe]) -> dict[str, Any]:
+    def call(probe: recall_modes_bench.ModeProbe) -> Callable[[], Any]:
+        body = {"query": probe.text, "limit": K, "mode": "hybrid"}
+        return lambda: clients[probe.subject].post(RECALL_URL, body, content_type="application/json")
+
+    latencies, responses = timed([call(p) for p in probes], "HTTP hybrid recall")
+    failed = [r for r in responses if r.status_code != 200]
+    if failed:
+        raise CommandError(f"hybrid recall failed: {failed[0].status_code} {failed[0].content[:200]!r}")
+    return {"latency_ms": percentiles(latencies)}
+
+
 def measure_embedding(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
     """The query embedding the endpoint does, alone: embed_texts (provider + circuit breaker) and the bare provider."""
     hashing = embeddings.HashingEmbedder()
@@ -323,7 +337,15 @@ def measure_remember(client: Client, count: int, run_id: str) -> dict[str, Any]:
 # --- One pass and the whole run ---------------------------------------------------------------------------
 
 
-def measure_pass(tenant: Tenant, probes: Sequence[Probe], *, remember: int, run_id: str) -> dict[str, Any]:
+def measure_pass(
+    tenant: Tenant,
+    probes: Sequence[Probe],
+    *,
+    remember: int,
+    run_id: str,
+    mode_probes: Sequence[recall_modes_bench.ModeProbe],
+    quota: tuple[Tenant, Sequence[recall_modes_bench.ModeProbe]],
+) -> dict[str, Any]:
     keys: list[IssuedKey] = []
     try:
         clients: dict[str, Client] = {}
@@ -333,10 +355,14 @@ def measure_pass(tenant: Tenant, probes: Sequence[Probe], *, remember: int, run_
             clients[subject] = Client(HTTP_AUTHORIZATION=f"Bearer {issued.raw_key}")
         service = {mode.label: measure_mode(mode, tenant.id, probes) for mode in MODES}
         filtered = {mode.label: measure_mode(mode, tenant.id, probes, TAG_FILTER) for mode in FILTERED_MODES}
+        quota_tenant, quota_probes = quota
         figures = {
             "service": service,
             "filtered": {"filters": TAG_FILTER.as_dict(), "service": filtered},
+            "modes": recall_modes_bench.measure_modes(tenant.id, mode_probes, "modes"),
+            "modes_quota_full": recall_modes_bench.measure_modes(quota_tenant.id, quota_probes, "modes, quota-full"),
             "http_recall": measure_http_recall(clients, probes),
+            "http_recall_hybrid": measure_http_hybrid(clients, mode_probes),
             "query_embedding": measure_embedding(tenant, probes),
             "http_remember": measure_remember(clients[WRITER_SUBJECT], remember, run_id),
         }
@@ -354,6 +380,8 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     return {
         "recall_at_10_is_1_for_every_sampled_subject": auto["recall_at_10"]["min"] == 1.0,
         "filtered_recall_at_10_is_1_for_every_sampled_subject": filtered["recall_at_10"]["min"] == 1.0,
+        "hybrid_p95_le_1.5x_semantic": figures["modes"]["goal_hybrid_p95_le_1.5x_semantic"],
+        "hybrid_p95_le_1.5x_semantic_quota_full": figures["modes_quota_full"]["goal_hybrid_p95_le_1.5x_semantic"],
         "recall_p95_le_20ms_server_side": auto["latency_ms"]["p95"] <= GOAL_RECALL_P95_MS,
         "remember_p95_le_15ms": figures["http_remember"]["latency_ms"]["p95"] <= GOAL_REMEMBER_P95_MS,
     }
@@ -398,6 +426,9 @@ class Command(OperatorCommand):
         parser.add_argument("--tenant-slug", help="default: bench-recall-<rows>-<subjects>")
         parser.add_argument("--reuse", action="store_true", help="measure the corpus the tenant already holds")
         parser.add_argument("--seed", type=int, default=scale_corpus.DEFAULT_SEED)
+        parser.add_argument(
+            "--quota-rows", type=int, default=None, help="rows of the quota-full subject (default: the memory quota)"
+        )
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         rows, subjects = options["rows"], options["subjects"]
@@ -408,12 +439,28 @@ class Command(OperatorCommand):
         )
         tagged_now = scale_corpus.ensure_filter_tag(tenant_id=tenant.id, rows=rows)
         probes = sample_probes(corpus, options["queries"], options["seed"])
+        mode_probes = recall_modes_bench.diluted_probes(corpus, [p.subject for p in probes], [p.vector for p in probes])
+        # The quota-full subject lives in a tenant of its own: the diluted corpus and its checks stay as they are.
+        quota_rows = options["quota_rows"] or settings.MEMORY_QUOTA
+        quota_tenant = Tenant.objects.filter(slug=f"{slug}-quota").first() or scale_tenant(
+            name=f"Recall benchmark, a quota-full subject ({quota_rows} rows)", slug=f"{slug}-quota"
+        )
+        recall_modes_bench.ensure_quota_subject(quota_tenant.id, rows=quota_rows, seed=options["seed"])
+        quota_probes = recall_modes_bench.quota_probes(options["queries"], rows=quota_rows, seed=options["seed"])
         summary: dict[str, Any] = {
             "corpus": {**corpus_summary(corpus, tenant, built=built), "filter_tag_added_now": tagged_now},
+            "quota_full_subject_rows": quota_rows,
             "environment": environment(),
             "dilution": measure_dilution(corpus, probes[:DILUTION_PROBES]),
             "passes": [
-                measure_pass(tenant, probes, remember=options["remember"], run_id=f"{uuid.uuid4().hex[:8]}-{n}")
+                measure_pass(
+                    tenant,
+                    probes,
+                    remember=options["remember"],
+                    run_id=f"{uuid.uuid4().hex[:8]}-{n}",
+                    mode_probes=mode_probes,
+                    quota=(quota_tenant, quota_probes),
+                )
                 for n in range(options["passes"])
             ],
         }
@@ -472,8 +519,11 @@ def render_pass(figures: dict[str, Any]) -> list[str]:
     embedding = figures["query_embedding"]
     lines.append(row("  of which: embed_texts (hashing)", embedding["embed_texts_ms"]))
     lines.append(row("  bare hashing provider", embedding["hashing_provider_ms"]))
+    lines.append(row("POST /memory/recall mode=hybrid", figures["http_recall_hybrid"]["latency_ms"]))
     lines.append(row("POST /memory (remember)", figures["http_remember"]["latency_ms"]))
     lines += ["", *render_filtered(figures)]
+    lines += recall_modes_bench.render_modes("modes, sampled subjects", figures["modes"])
+    lines += recall_modes_bench.render_modes("modes, a quota-full subject", figures["modes_quota_full"])
     lines.append("goals: " + ", ".join(f"{name} {'PASS' if ok else 'FAIL'}" for name, ok in figures["goals"].items()))
     return lines
 

@@ -1,0 +1,288 @@
+"""The memory recall evaluation: the team's conversational dataset, loaded into a scratch tenant, asked in each mode.
+
+A quality measurement, not a latency one: its figures depend on the dataset, the embedder and the ranking, never on
+the machine's load. Each conversation becomes one subject; each turn one memory, written `[<session date>]
+<Speaker>: <text>` with the session as its `source_session_id`, in the order it was said. Memories are embedded with
+the local MiniLM embedder through the embedding pipeline (as the worker would); each question is embedded once and
+asked in every mode through the same reads the API runs (`memory.selectors.recall_by_vector` for semantic,
+`memory.recall_modes.recall_lanes` for keyword and hybrid).
+
+Scores: evidence recall@k (at least one evidence turn in the top k) and all-evidence-hit@k (every evidence turn in
+the top k), per question kind and over all answerable questions; and, on the results at the default limit, the
+`answer_confidence` each mode gives to answerable questions (top hit right or wrong) and to the no-answer ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from loopmem import embeddings
+from loopmem.embedding_pipeline import backfill
+from loopmem.embeddings import QueryEmbedding
+from loopmem.models import Tenant
+from loopmem.scope import Scope
+from loopmem.services import tenant_create, tenant_set_provider
+from memory.answer_confidence import answer_confidence
+from memory.models import Memory
+from memory.recall_modes import RECALL_MODES, RecallMode, recall_lanes
+from memory.selectors import RecallResult, recall_by_vector
+from memory.services import MEMORY_EMBEDDINGS
+
+DATASET = Path(settings.BASE_DIR) / "memory" / "recall_eval" / "dataset_v1.json"
+NO_ANSWER = "no_answer"
+CONFIDENCE_LEVELS = ("high", "medium", "low", "none")
+DEFAULT_LIMIT = 10  # the API's default: the confusion table reads the results an agent gets by default
+EVAL_EMBEDDER = "local"
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    subject: str
+    kind: str
+    text: str
+    evidence: frozenset[str]
+
+
+@dataclass
+class Corpus:
+    """What was loaded: the scratch tenant, the turn id of every memory, and the questions."""
+
+    tenant: Tenant
+    turn_of: dict[uuid.UUID, str]
+    questions: list[Question]
+
+
+@dataclass
+class ModeScores:
+    """Per kind and k: how many answerable questions had any / all of their evidence in the top k."""
+
+    any_hit: dict[tuple[str, int], int] = field(default_factory=Counter)
+    all_hit: dict[tuple[str, int], int] = field(default_factory=Counter)
+    # (answerable_top_right | answerable_top_wrong | no_answer, level) -> questions
+    confidence: dict[tuple[str, str], int] = field(default_factory=Counter)
+
+
+Progress = Callable[[int], object]
+
+
+def load_dataset(path: Path = DATASET) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def memory_text(session_date: str, speaker: str, text: str) -> str:
+    return f"[{session_date}] {speaker}: {text}"
+
+
+@contextlib.contextmanager
+def scratch_tenant() -> Iterator[Tenant]:
+    """A tenant of its own that embeds with the local MiniLM embedder, deleted (memories and all) afterwards."""
+    slug = f"recall-eval-{uuid.uuid4().hex[:12]}"
+    tenant = tenant_create(name=f"recall_eval scratch {slug}", slug=slug)
+    try:
+        # The test settings default to the hashing embedder: the evaluation always measures the local one.
+        yield tenant_set_provider(tenant=tenant, embedding=EVAL_EMBEDDER, embedding_model="")
+    finally:
+        tenant.delete()  # its memories cascade
+
+
+def evaluation_id(turn_id: str) -> uuid.UUID:
+    """A memory id whose order is fixed by the turn id, so ties (which rank by id) break the same way every run.
+
+    The high half comes from the turn id, the low half is random: two runs sharing a database never collide.
+    """
+    fixed = uuid.uuid5(uuid.NAMESPACE_URL, f"loopmem:recall_eval:{turn_id}").int >> 64
+    return uuid.UUID(int=(fixed << 64) | secrets.randbits(64))
+
+
+def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress | None = None) -> Corpus:
+    """Every conversation as one subject of `tenant`, one memory per turn, embedded as the worker would."""
+    turn_of: dict[uuid.UUID, str] = {}
+    questions: list[Question] = []
+    for conversation in dataset["conversations"]:
+        rows: list[Memory] = []
+        written_at: list[datetime] = []
+        for session in conversation["sessions"]:
+            day = datetime.combine(date.fromisoformat(session["date"]), time(9), tzinfo=UTC)
+            for n, turn in enumerate(session["turns"]):
+                memory = Memory(
+                    id=evaluation_id(turn["id"]),
+                    tenant=tenant,
+                    subject_id=conversation["id"],
+                    text=memory_text(session["date"], turn["speaker"], turn["text"]),
+                    source_session_id=session["id"],
+                    metadata={"turn_id": turn["id"]},
+                )
+                rows.append(memory)
+                written_at.append(day + timedelta(minutes=n))
+                turn_of[memory.id] = turn["id"]
+        Memory.objects.bulk_create(rows)
+        # auto_now_add stamped them all "now": restore the order (and the day) they were said in.
+        for memory, when in zip(rows, written_at, strict=True):
+            memory.inserted_at = when
+        Memory.objects.bulk_update(rows, ["inserted_at"])
+        questions += [
+            Question(q["id"], conversation["id"], q["kind"], q["question"], frozenset(q["evidence"]))
+            for q in conversation["questions"]
+        ]
+    report = backfill(MEMORY_EMBEDDINGS, tenant=tenant, limit=len(turn_of), on_batch=progress)
+    if report.embedded != len(turn_of):
+        raise RuntimeError(f"embedding the corpus failed: {report.as_dict()}")
+    return Corpus(tenant=tenant, turn_of=turn_of, questions=questions)
+
+
+def embed_questions(tenant: Tenant, questions: Sequence[Question]) -> list[QueryEmbedding]:
+    vectors, model_id = embeddings.embed_texts(tenant, [q.text for q in questions])
+    return [QueryEmbedding(vector=vector, model_id=model_id) for vector in vectors]
+
+
+def ask(mode: RecallMode, scope: Scope, question: Question, embedding: QueryEmbedding, k: int) -> RecallResult:
+    """One question, read the way the API reads `mode` (the question embedded once for every mode and k)."""
+    if mode == "semantic":
+        return recall_by_vector(scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=k)
+    return recall_lanes(scope=scope, query=question.text, k=k, include_superseded=False, mode=mode, embedding=embedding)
+
+
+def confidence_of(mode: RecallMode, result: RecallResult) -> str:
+    """The verdict the API gives (keyword, hybrid); for semantic, the same rule over its scores."""
+    if result.answer_confidence is not None:
+        return result.answer_confidence
+    return answer_confidence([hit.score for hit in result.hits if hit.score is not None])
+
+
+def evaluate(
+    corpus: Corpus, *, modes: Sequence[RecallMode], ks: Sequence[int], progress: Progress | None = None
+) -> dict[RecallMode, ModeScores]:
+    """Ask every question in every mode at every k."""
+    vectors = embed_questions(corpus.tenant, corpus.questions)
+    confidence_k = DEFAULT_LIMIT if DEFAULT_LIMIT in ks else max(ks)
+    scores: dict[RecallMode, ModeScores] = {mode: ModeScores() for mode in modes}
+    for question, embedding in zip(corpus.questions, vectors, strict=True):
+        scope = Scope(tenant_id=corpus.tenant.id, subject_id=question.subject)
+        for mode in modes:
+            for k in ks:
+                result = ask(mode, scope, question, embedding, k)
+                found = [corpus.turn_of[hit.memory.id] for hit in result.hits]
+                _score(scores[mode], question, found, k)
+                if k == confidence_k:
+                    _note_confidence(scores[mode], question, found, confidence_of(mode, result))
+        if progress is not None:
+            progress(1)
+    return scores
+
+
+def _score(scores: ModeScores, question: Question, found: list[str], k: int) -> None:
+    if question.kind == NO_ANSWER:
+        return
+    top = set(found[:k])
+    scores.any_hit[(question.kind, k)] += bool(top & question.evidence)
+    scores.all_hit[(question.kind, k)] += question.evidence <= top
+
+
+def _note_confidence(scores: ModeScores, question: Question, found: list[str], level: str) -> None:
+    if question.kind == NO_ANSWER:
+        row = NO_ANSWER
+    else:
+        row = "answerable_top_right" if found and found[0] in question.evidence else "answerable_top_wrong"
+    scores.confidence[(row, level)] += 1
+
+
+def summary(
+    corpus: Corpus, scores: dict[RecallMode, ModeScores], *, ks: Sequence[int], dataset_version: str
+) -> dict[str, Any]:
+    """The figures as one JSON object: per mode, per kind and overall, at each k; and the confusion tables."""
+    asked = Counter(q.kind for q in corpus.questions)
+    kinds = sorted(kind for kind in asked if kind != NO_ANSWER)
+    answerable = sum(asked[kind] for kind in kinds)
+    out: dict[str, Any] = {
+        "dataset_version": dataset_version,
+        "embedder": corpus.tenant.embedding_provider,
+        "conversations": len({q.subject for q in corpus.questions}),
+        "memories": len(corpus.turn_of),
+        "questions": dict(sorted(asked.items())),
+        "ks": list(ks),
+        "confidence_at_k": DEFAULT_LIMIT if DEFAULT_LIMIT in ks else max(ks),
+        "modes": {},
+    }
+    for mode, mode_scores in scores.items():
+        by_kind: dict[str, Any] = {}
+        for kind in kinds:
+            by_kind[kind] = {
+                f"@{k}": {
+                    "recall": round(mode_scores.any_hit[(kind, k)] / asked[kind], 4),
+                    "all_evidence": round(mode_scores.all_hit[(kind, k)] / asked[kind], 4),
+                }
+                for k in ks
+            }
+        overall = {
+            f"@{k}": {
+                "recall": round(sum(mode_scores.any_hit[(kind, k)] for kind in kinds) / answerable, 4),
+                "all_evidence": round(sum(mode_scores.all_hit[(kind, k)] for kind in kinds) / answerable, 4),
+            }
+            for k in ks
+        }
+        rows = ("answerable_top_right", "answerable_top_wrong", NO_ANSWER)
+        confusion = {row: {lvl: mode_scores.confidence[(row, lvl)] for lvl in CONFIDENCE_LEVELS} for row in rows}
+        out["modes"][mode] = {"overall": overall, "by_kind": by_kind, "answer_confidence": confusion}
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """The summary as text tables: recall@k and all-evidence@k per kind and mode, then the confusion tables."""
+    ks = result["ks"]
+    modes = list(result["modes"])
+    lines = [
+        f"recall_eval {result['dataset_version']}: {result['conversations']} conversations, {result['memories']} "
+        f"memories, {sum(result['questions'].values())} questions ({_counts(result['questions'])}); "
+        f"embedder {result['embedder']}",
+        "",
+        "evidence recall@k (any evidence turn in the top k) / all-evidence-hit@k",
+    ]
+    header = f"{'kind':<12} {'mode':<9}" + "".join(f" {'@' + str(k):>13}" for k in ks)
+    lines.append(header)
+    kinds = [*result["modes"][modes[0]]["by_kind"], "overall"]
+    for kind in kinds:
+        for mode in modes:
+            figures = result["modes"][mode]
+            row = figures["overall"] if kind == "overall" else figures["by_kind"][kind]
+            cells = "".join(f" {row[f'@{k}']['recall']:>6.3f}/{row[f'@{k}']['all_evidence']:<6.3f}" for k in ks)
+            lines.append(f"{kind:<12} {mode:<9}{cells}")
+    lines += ["", f"answer_confidence at k={result['confidence_at_k']} (questions per verdict)"]
+    lines.append(f"{'mode':<9} {'questions':<22}" + "".join(f" {level:>7}" for level in CONFIDENCE_LEVELS))
+    for mode in modes:
+        for row, counts in result["modes"][mode]["answer_confidence"].items():
+            lines.append(f"{mode:<9} {row:<22}" + "".join(f" {counts[level]:>7}" for level in CONFIDENCE_LEVELS))
+    return "\n".join(lines)
+
+
+def _counts(asked: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in asked.items())
+
+
+def parse_modes(value: str) -> list[RecallMode]:
+    modes: list[RecallMode] = []
+    for part in value.split(","):
+        mode = next((m for m in RECALL_MODES if m == part.strip()), None)
+        if mode is None:
+            raise ValueError(f"unknown mode {part!r}: use {', '.join(RECALL_MODES)}")
+        modes.append(mode)
+    return modes
+
+
+def parse_ks(value: str) -> list[int]:
+    ks = sorted({int(part) for part in value.split(",")})
+    if not ks or ks[0] < 1 or ks[-1] > 100:
+        raise ValueError("k must be between 1 and 100")
+    return ks

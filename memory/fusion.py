@@ -1,0 +1,64 @@
+"""Hybrid recall's fusion: a weighted sum of the two lanes' scores, each divided by its best in this query, plus
+the session context a memory inherits from the one written just before it.
+
+    own(m)   = w * semantic(m) / max semantic  +  (1 - w) * keyword(m) / max keyword
+    score(m) = (own(m) + c * own(previous(m))) / (1 + c)          in [0, 1]
+
+(a keyword lane that found none of the query's terms in m adds 0; a memory not embedded yet, which the semantic
+lane cannot score, is ranked by its keyword share alone, as degraded hybrid ranks every memory).
+Dividing each lane by its best score keeps either lane's scale out of the mix: a small embedder's cosine
+similarities sit near 0.3 while keyword coverage reaches 1, so w = 0.5 weighs the lanes equally whatever the
+embedder. previous(m) is the memory written just before m in the same session (`source_session_id`): in memories
+taken from a conversation a reply ("Dana Whitfield, the animation director.") says little without the turn it
+answers ("Who is your boss at Lumen Forge?"). Both choices, and the weighted sum over reciprocal-rank fusion, were
+made by measurement (docs/quality.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaneScores:
+    """One candidate: each lane's own figure (None where that lane has none) and its predecessor in its session."""
+
+    id: uuid.UUID
+    semantic: float | None  # cosine similarity; None: not embedded with the query's model
+    keyword: float | None  # keyword query coverage; None: holds none of the query's terms
+    previous_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    semantic: float  # w: the semantic lane's share of a row's own score
+    context: float  # c: the share inherited from the previous memory of the session
+
+
+def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple[uuid.UUID, float]]:
+    """(id, score) for every candidate, best first; ties by id, so an unchanged corpus ranks identically."""
+    rows = list(candidates)
+    best_semantic = max((row.semantic for row in rows if row.semantic is not None), default=0.0)
+    best_keyword = max((row.keyword for row in rows if row.keyword is not None), default=0.0)
+
+    def share(value: float | None, best: float) -> float:
+        return value / best if value is not None and best > 0 else 0.0
+
+    def own_score(row: LaneScores) -> float:
+        if row.semantic is None:
+            # Not embedded yet (read-your-writes): the keyword lane is the only judge it has, as in degraded hybrid.
+            return share(row.keyword, best_keyword)
+        return weights.semantic * share(row.semantic, best_semantic) + (1.0 - weights.semantic) * share(
+            row.keyword, best_keyword
+        )
+
+    own = {row.id: own_score(row) for row in rows}
+
+    def inherited(row: LaneScores) -> float:
+        # A predecessor outside the candidates scored too low in both lanes to have been fetched: it adds nothing.
+        return own.get(row.previous_id, 0.0) if row.previous_id is not None else 0.0
+
+    fused = [(row.id, (own[row.id] + weights.context * inherited(row)) / (1.0 + weights.context)) for row in rows]
+    return sorted(fused, key=lambda pair: (-pair[1], str(pair[0])))

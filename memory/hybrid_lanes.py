@@ -1,0 +1,274 @@
+"""Hybrid recall's reads: each lane's best candidates, every one scored in both lanes, and session context.
+
+All of it runs in the caller's guarded, (tenant, subject) scoped heavy-read session, from the shared candidate set,
+and every figure is exact: fusion never guesses a figure a lane could give. Full memories are loaded only for the
+page a recall returns. Two shapes of read, chosen by how many candidates there are:
+
+- Up to SMALL_SET candidates (a typical subject), one read brings every candidate in light form: its id, session,
+  write time, cosine distance and which query terms it holds. Term weights, both lanes' rankings and the session
+  order are computed from that, in memory.
+- Up to LOOPMEM_RECALL_EXACT_MAX_ROWS (the quota, by default) the term weights are counted (one aggregate), then one
+  exact scan scores every candidate in both lanes and keeps the rows either lane ranks in its best `pool`.
+- Above it (a deployment that lowered that bound), lane by lane: the keyword lane's best rows, the vector lane's
+  through the verified HNSW read of `memory.selectors.recall_by_vector`, then each row's figure in the other lane.
+
+The first two are complete by construction, like the exact vector read; the memories written just after the pooled
+ones in their sessions join them, scored the same way.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+
+from django.conf import settings
+from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
+from django.db.models.functions import Lag, RowNumber
+from pgvector.django import CosineDistance
+
+from loopmem import heavy_read
+from loopmem.embeddings import QueryEmbedding
+from loopmem.scope import Scope
+from memory import fusion, keyword_lane
+from memory.filters import MemoryFilters
+from memory.models import Memory
+from memory.selectors import recall_by_vector
+
+# Read whole, in light form, up to this many candidates: beyond it the per-row work in Python (and the rows that
+# travel) outweighs the aggregate read it saves (measured: at 100 rows the whole read costs half the scan's extra
+# time over semantic recall, at 300 rows a little more than it).
+SMALL_SET = 200
+
+
+@dataclass
+class HybridPool:
+    """The fusion candidates with both lanes' figures, and what the API reports about the read."""
+
+    semantic: dict[uuid.UUID, float] = field(default_factory=dict)  # cosine similarity, rows with a vector
+    keyword: dict[uuid.UUID, float] = field(default_factory=dict)  # coverage, rows holding a query term
+    session_of: dict[uuid.UUID, str | None] = field(default_factory=dict)  # every candidate
+    previous: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)  # its predecessor in its session
+    loaded: dict[uuid.UUID, Memory] = field(default_factory=dict)  # full rows a read already brought
+    lane_counts: dict[str, int] = field(default_factory=dict)
+    recall_path: str | None = "exact"
+    ann_iterative_scan: str | None = None
+    ann_iterative_scan_reason: str | None = None
+
+    def add(self, memory_id: uuid.UUID, session_id: str | None, distance: float | None, coverage: float | None) -> None:
+        self.session_of.setdefault(memory_id, session_id)
+        if distance is not None:  # NULL: no vector of the query's model yet
+            self.semantic[memory_id] = max(0.0, 1.0 - float(distance))
+        if coverage:  # 0: the row holds no term of the query
+            self.keyword[memory_id] = float(coverage)
+
+    def lanes(self) -> list[fusion.LaneScores]:
+        return [
+            fusion.LaneScores(
+                id=memory_id,
+                semantic=self.semantic.get(memory_id),
+                keyword=self.keyword.get(memory_id),
+                previous_id=self.previous.get(memory_id),
+            )
+            for memory_id in self.session_of
+        ]
+
+
+def read_pool(
+    session: heavy_read.ScopedSession,
+    *,
+    scope: Scope,
+    candidates: QuerySet[Memory],
+    terms: Sequence[str],
+    embedding: QueryEmbedding,
+    pool: int,
+    include_superseded: bool,
+    filters: MemoryFilters | None = None,
+) -> HybridPool:
+    """Each lane's best `pool` candidates and the memories written just after them, scored in both lanes."""
+    whole = _read_whole(session, candidates, terms, embedding, pool)
+    if whole is not None:
+        return whole
+    keywords = keyword_lane.weigh_over(session, candidates, terms)
+    if keywords is None or include_superseded or keywords.rows <= settings.RECALL_EXACT_MAX_ROWS:
+        hybrid = _read_exactly(session, candidates, keywords, embedding, pool)
+    else:
+        hybrid = _read_lane_by_lane(session, scope, candidates, keywords, embedding, pool, filters)
+    _add_session_context(session, candidates, hybrid, keywords, embedding)
+    return hybrid
+
+
+@dataclass(frozen=True)
+class _Light:
+    id: uuid.UUID
+    session_id: str | None
+    written_at: datetime
+    distance: float | None
+    coverage: float
+
+
+def _read_whole(
+    session: heavy_read.ScopedSession,
+    candidates: QuerySet[Memory],
+    terms: Sequence[str],
+    embedding: QueryEmbedding,
+    pool: int,
+) -> HybridPool | None:
+    """Every candidate in light form, in one read; None when there are more than SMALL_SET (read at most one more)."""
+    light = candidates.annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms)).values_list(
+        "id", "source_session_id", "inserted_at", "distance", "held"
+    )
+    rows = session.values(light[: SMALL_SET + 1])
+    if len(rows) > SMALL_SET:
+        return None
+    flags = [keyword_lane.held_flags(mask, len(terms)) for *_, mask in rows]
+    holding = [sum(held[n] for held in flags) for n in range(len(terms))]
+    keywords = keyword_lane.weigh(terms, rows=len(rows), holding=holding)
+    memories = [
+        _Light(memory_id, session_id, written_at, distance, keyword_lane.coverage_from(keywords, held))
+        for (memory_id, session_id, written_at, distance, _), held in zip(rows, flags, strict=True)
+    ]
+    by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id))[:pool]
+    by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id))[:pool]
+    hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
+    for memory in [*by_meaning, *by_words]:
+        hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
+    # Session context: the memory written just after each pooled one, in its session, among the candidates.
+    by_id = {memory.id: memory for memory in memories}
+    pooled = set(hybrid.session_of)
+    for successor, predecessor in _predecessors(memories).items():
+        if predecessor in pooled:
+            memory = by_id[successor]
+            hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
+            hybrid.previous[successor] = predecessor
+    return hybrid
+
+
+def _predecessors(memories: Sequence[_Light]) -> dict[uuid.UUID, uuid.UUID]:
+    """Each memory's predecessor in its session, by write order (ties by id), like the lane-by-lane read's window."""
+    sessions: dict[str, list[_Light]] = defaultdict(list)
+    for memory in memories:
+        if memory.session_id:
+            sessions[memory.session_id].append(memory)
+    links: dict[uuid.UUID, uuid.UUID] = {}
+    for members in sessions.values():
+        ordered = sorted(members, key=lambda m: (m.written_at, m.id))
+        links.update((later.id, earlier.id) for earlier, later in pairwise(ordered))
+    return links
+
+
+def _read_exactly(
+    session: heavy_read.ScopedSession,
+    candidates: QuerySet[Memory],
+    keywords: keyword_lane.KeywordQuery | None,
+    embedding: QueryEmbedding,
+    pool: int,
+) -> HybridPool:
+    """One scan: every candidate scored in both lanes, kept when either lane ranks it in its best `pool`."""
+    ranked = (
+        candidates.annotate(
+            distance=distance_to(embedding),
+            keyword_score=coverage_of(keywords),
+            semantic_rank=Window(RowNumber(), order_by=[F("distance").asc(nulls_last=True), F("id").asc()]),
+            keyword_rank=Window(RowNumber(), order_by=[F("keyword_score").desc(), F("id").asc()]),
+        )
+        .filter(Q(semantic_rank__lte=pool) | Q(keyword_rank__lte=pool))
+        .values_list("id", "source_session_id", "distance", "keyword_score", "semantic_rank", "keyword_rank")
+    )
+    rows = session.values(ranked)
+    by_meaning = sorted((r for r in rows if r[4] <= pool and r[2] is not None), key=lambda r: int(r[4]))
+    by_words = sorted((r for r in rows if r[5] <= pool and r[3]), key=lambda r: int(r[5]))
+    hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
+    for memory_id, session_id, distance, coverage, *_ in [*by_meaning, *by_words]:
+        hybrid.add(memory_id, session_id, distance, coverage)
+    return hybrid
+
+
+def _read_lane_by_lane(
+    session: heavy_read.ScopedSession,
+    scope: Scope,
+    candidates: QuerySet[Memory],
+    keywords: keyword_lane.KeywordQuery,
+    embedding: QueryEmbedding,
+    pool: int,
+    filters: MemoryFilters | None,
+) -> HybridPool:
+    """A subject above the exact read's bound: each lane's best rows, then each one's figure in the other lane."""
+    by_words = keyword_lane.keyword_rank(session, candidates, keywords, pool)
+    by_meaning = recall_by_vector(
+        scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=pool, session=session, filters=filters
+    )
+    hybrid = HybridPool(
+        lane_counts={"semantic": len(by_meaning.hits), "keyword": len(by_words)},
+        recall_path=by_meaning.recall_path,
+        ann_iterative_scan=by_meaning.ann_iterative_scan,
+        ann_iterative_scan_reason=by_meaning.ann_iterative_scan_reason,
+    )
+    for hit in by_meaning.hits:
+        hybrid.loaded[hit.memory.id] = hit.memory
+    for row in by_words:
+        hybrid.loaded[row.id] = row
+    figures = (
+        candidates.filter(id__in=list(hybrid.loaded))
+        .annotate(distance=distance_to(embedding), keyword_score=coverage_of(keywords))
+        .values_list("id", "source_session_id", "distance", "keyword_score")
+    )
+    for memory_id, session_id, distance, coverage in session.values(figures):
+        hybrid.add(memory_id, session_id, distance, coverage)
+    return hybrid
+
+
+def _add_session_context(
+    session: heavy_read.ScopedSession,
+    candidates: QuerySet[Memory],
+    hybrid: HybridPool,
+    keywords: keyword_lane.KeywordQuery | None,
+    embedding: QueryEmbedding,
+) -> None:
+    """Link each pooled row to the memory written just after it in its session, adding that memory if new.
+
+    One read: the candidates whose predecessor in their session (by write order) is a pooled row, with both lanes'
+    figures. The predecessor is taken among the candidates, so a superseded or out-of-partition memory never passes
+    context on, and a memory written without a session has none.
+    """
+    sessions = sorted({session_id for session_id in hybrid.session_of.values() if session_id})
+    if not sessions:
+        return
+    following = (
+        candidates.filter(source_session_id__in=sessions)
+        .annotate(
+            previous_id=Window(
+                Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()]
+            ),
+            distance=distance_to(embedding),
+            keyword_score=coverage_of(keywords),
+        )
+        .filter(previous_id__in=list(hybrid.session_of))
+        .values_list("id", "source_session_id", "distance", "keyword_score", "previous_id")
+    )
+    for memory_id, session_id, distance, coverage, previous_id in session.values(following):
+        hybrid.add(memory_id, session_id, distance, coverage)
+        hybrid.previous[memory_id] = previous_id
+
+
+def load_rows(
+    session: heavy_read.ScopedSession, candidates: QuerySet[Memory], hybrid: HybridPool, ids: list[uuid.UUID]
+) -> dict[uuid.UUID, Memory]:
+    """The full memories of `ids` (the page a recall returns), each read once."""
+    missing = [memory_id for memory_id in ids if memory_id not in hybrid.loaded]
+    if missing:
+        hybrid.loaded.update((row.id, row) for row in session.fetch(candidates.filter(id__in=missing)))
+    return {memory_id: hybrid.loaded[memory_id] for memory_id in ids}
+
+
+def distance_to(embedding: QueryEmbedding) -> Case:
+    """Cosine distance to the query, NULL for a row without a vector of the query's model (not embedded yet)."""
+    embedded = Q(embedding__isnull=False, embedding_model=embedding.model_id)
+    return Case(When(embedded, then=CosineDistance("embedding", embedding.vector)), output_field=FloatField())
+
+
+def coverage_of(keywords: keyword_lane.KeywordQuery | None) -> keyword_lane.Coverage | Value:
+    return keywords.coverage() if keywords is not None else Value(0.0, output_field=FloatField())

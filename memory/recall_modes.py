@@ -1,0 +1,142 @@
+"""Memory recall by mode: `semantic` (by meaning; today's read, `memory.selectors.memory_recall`), `keyword` (what
+was typed; `memory.keyword_lane`) and `hybrid` (both, fused; `memory.fusion`).
+
+Keyword and hybrid read every lane inside one guarded, (tenant, subject) scoped heavy-read session, from the one
+candidate set every lane shares (`memory.candidates`). The keyword lane needs no embedding, so a memory is found
+the moment it is written, before the worker embeds it, and while the worker is down. When the query cannot be
+embedded, hybrid degrades to the keyword lane (`fallback`, the reason tag, `lane_lost: "semantic"`).
+
+Hybrid, step by step (`memory.hybrid_lanes`): each lane's best `lane_pool(k)` candidates, every one scored in both
+lanes; the memory written just after each in its session joins them, scored the same way; `memory.fusion` ranks
+them; the page is cut at k and only its memories are loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.conf import settings
+
+from loopmem import embeddings, heavy_read
+from loopmem.embeddings import EmbeddingFailure, QueryEmbedding
+from loopmem.models import Tenant
+from loopmem.scope import Scope
+from memory import fusion, hybrid_lanes, keyword_lane
+from memory.answer_confidence import CONFIDENCE_DEPTH, answer_confidence
+from memory.candidates import recall_candidates
+from memory.filters import MemoryFilters
+from memory.models import Memory
+from memory.selectors import RecallHit, RecallResult, memory_recall, recall_k
+
+RecallMode = Literal["semantic", "keyword", "hybrid"]
+RECALL_MODES: tuple[RecallMode, ...] = ("semantic", "keyword", "hybrid")
+DEFAULT_MODE: RecallMode = "semantic"  # the HTTP default: today's envelope, byte for byte
+# Each lane's pool only chooses the candidates: every candidate is scored exactly by both lanes, so a pool of 10 to
+# 100 gave the same evaluation figures (docs/quality.md); 20 keeps the reads small.
+LANE_POOL_FLOOR = 20
+
+
+def lane_pool(k: int) -> int:
+    """How many candidates each lane contributes to the fusion for k results."""
+    return max(LANE_POOL_FLOOR, 2 * k)
+
+
+def memory_recall_in_mode(
+    *,
+    scope: Scope,
+    tenant: Tenant,
+    query: str,
+    limit: int | None = None,
+    include_superseded: bool = False,
+    mode: RecallMode = DEFAULT_MODE,
+    filters: MemoryFilters | None = None,
+) -> RecallResult:
+    """POST /memory/recall: the subject's memories for `query`, read the way `mode` says, inside the filters."""
+    if mode == "semantic":
+        return memory_recall(
+            scope=scope,
+            tenant=tenant,
+            query=query,
+            limit=limit,
+            include_superseded=include_superseded,
+            filters=filters,
+        )
+    embedding = embeddings.embed_query(tenant, query) if mode == "hybrid" else None
+    return recall_lanes(
+        scope=scope,
+        query=query,
+        k=recall_k(limit),
+        include_superseded=include_superseded,
+        mode=mode,
+        embedding=embedding,
+        filters=filters,
+    )
+
+
+def recall_lanes(
+    *,
+    scope: Scope,
+    query: str,
+    k: int,
+    include_superseded: bool,
+    mode: Literal["keyword", "hybrid"],
+    embedding: QueryEmbedding | EmbeddingFailure | None,
+    filters: MemoryFilters | None = None,
+) -> RecallResult:
+    """Keyword or hybrid recall; `embedding` is the caller's attempt at embedding `query` (hybrid only)."""
+    candidates = recall_candidates(scope, include_superseded=include_superseded, filters=filters)
+    with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
+        if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
+            # The keyword lane alone: k rows, and enough to judge the top one's separation.
+            keywords = keyword_lane.keyword_query(session, candidates, query)
+            rows = keyword_lane.keyword_rank(session, candidates, keywords, max(k, CONFIDENCE_DEPTH))
+            result = _keyword_result(rows, k, mode=mode)
+            if isinstance(embedding, EmbeddingFailure):
+                result.fallback, result.reason, result.lane_lost = True, embedding.tag, "semantic"
+            return result
+        hybrid = hybrid_lanes.read_pool(
+            session,
+            scope=scope,
+            candidates=candidates,
+            terms=keyword_lane.query_terms(query),
+            embedding=embedding,
+            pool=lane_pool(k),
+            include_superseded=include_superseded,
+            filters=filters,
+        )
+        ranked = fusion.fuse(hybrid.lanes(), _weights())
+        page = ranked[:k]
+        memories = hybrid_lanes.load_rows(session, candidates, hybrid, [memory_id for memory_id, _ in page])
+    hits = [
+        RecallHit(
+            memory=memories[memory_id],
+            score=score,
+            semantic=hybrid.semantic.get(memory_id),
+            keyword=hybrid.keyword.get(memory_id),
+        )
+        for memory_id, score in page
+    ]
+    return RecallResult(
+        hits=hits,
+        k=k,
+        recall_path=hybrid.recall_path,
+        ann_iterative_scan=hybrid.ann_iterative_scan,
+        ann_iterative_scan_reason=hybrid.ann_iterative_scan_reason,
+        mode=mode,
+        lane_counts=hybrid.lane_counts,
+        answer_confidence=answer_confidence([score for _, score in ranked]),
+    )
+
+
+def _weights() -> fusion.FusionWeights:
+    return fusion.FusionWeights(
+        semantic=settings.RECALL_HYBRID_SEMANTIC_WEIGHT, context=settings.RECALL_HYBRID_CONTEXT_WEIGHT
+    )
+
+
+def _keyword_result(rows: list[Memory], k: int, *, mode: str) -> RecallResult:
+    scores = [float(row.keyword_score) for row in rows]  # type: ignore[attr-defined]  # annotated by keyword_rank
+    hits = [RecallHit(memory=row, score=score, keyword=score) for row, score in zip(rows[:k], scores, strict=False)]
+    return RecallResult(
+        hits=hits, k=k, mode=mode, lane_counts={"keyword": len(hits)}, answer_confidence=answer_confidence(scores)
+    )

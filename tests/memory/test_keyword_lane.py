@@ -1,0 +1,131 @@
+"""The keyword lane (memory.keyword_lane): terms, weights, coverage ranking, completeness, the guarded session."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+
+from loopmem import heavy_read
+from loopmem.heavy_read import UnscopedHeavyRead
+from loopmem.scope import Scope
+from memory import keyword_lane
+from memory.candidates import recall_candidates
+from memory.models import Memory
+from tests.memory.conftest import heavy_db
+
+pytestmark = heavy_db
+
+
+def _scope(tenant, subject="agent-a", project_id=None):
+    return Scope(tenant_id=tenant.id, subject_id=subject, project_id=project_id)
+
+
+def _write(tenant, texts, subject="agent-a"):
+    return Memory.objects.bulk_create(Memory(tenant=tenant, subject_id=subject, text=text) for text in texts)
+
+
+def _rank(tenant, query, limit=50, subject="agent-a"):
+    scope = _scope(tenant, subject)
+    candidates = recall_candidates(scope, include_superseded=False)
+    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id=subject) as session:
+        keywords = keyword_lane.keyword_query(session, candidates, query)
+        rows = keyword_lane.keyword_rank(session, candidates, keywords, limit)
+    return keywords, rows
+
+
+@pytest.mark.parametrize(
+    ("query", "terms"),
+    [
+        # Stemmed, english stop words dropped, in query order.
+        ("The deploys were failing", ["deploy", "fail"]),
+        # Identifiers stay whole or split the same way the column splits them.
+        ("deploy-prod.yaml", ["deploy-prod.yaml"]),
+        ("ERR_TLS_CERT", ["err", "tls", "cert"]),
+        ("kl1010 v2.3.1", ["kl1010", "v2.3.1"]),
+        ("Caroline", ["carolin"]),
+        ("what is it", []),
+        ("", []),
+    ],
+)
+def test_query_terms(query, terms):
+    assert keyword_lane.query_terms(query) == terms
+
+
+def test_query_terms_keep_at_most_the_first_32():
+    query = " ".join(f"word{n}x" for n in range(40))
+    assert keyword_lane.query_terms(query) == [f"word{n}x" for n in range(32)]
+
+
+@pytest.mark.parametrize("lexeme", ["it's", "back\\slash", "o''brien", "a | b", "x:*", "!(c)"])
+def test_a_lexeme_is_matched_verbatim_however_it_is_spelled(lexeme):
+    # Lexemes come from PostgreSQL's own parser, but the tsquery literal must hold whatever it is given.
+    literal = keyword_lane.tsquery_literal([lexeme, "plain"])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT array_to_tsvector(ARRAY[%s]) @@ %s::tsquery, array_to_tsvector(ARRAY['other']) @@ %s::tsquery",
+            [lexeme, literal, literal],
+        )
+        assert cursor.fetchone() == (True, False)
+
+
+def test_idf_is_large_for_rare_terms_and_never_negative():
+    assert keyword_lane.idf(100, 1) > keyword_lane.idf(100, 10) > keyword_lane.idf(100, 100) > 0
+    assert keyword_lane.idf(100, 1) == pytest.approx(math.log(1 + 99.5 / 1.5))
+
+
+def test_a_rare_term_outweighs_a_common_one(tenant):
+    _write(tenant, [f"the meeting notes for week {n}" for n in range(8)] + ["the Zanzibar offsite notes"])
+    keywords, rows = _rank(tenant, "zanzibar meeting")
+    assert rows[0].text == "the Zanzibar offsite notes"
+    assert keywords is not None
+    assert keywords.weights["zanzibar"] > keywords.weights["meet"]
+
+
+def test_coverage_is_the_share_of_the_query_weight_a_memory_holds(tenant):
+    _write(tenant, ["alpha beta gamma", "alpha", "delta"])
+    keywords, rows = _rank(tenant, "alpha beta gamma omega")
+    assert keywords is not None
+    scores = {row.text: row.keyword_score for row in rows}
+    total = sum(keywords.weights.values())
+    assert scores["alpha beta gamma"] == pytest.approx(
+        (keywords.weights["alpha"] + keywords.weights["beta"] + keywords.weights["gamma"]) / total
+    )
+    assert scores["alpha"] == pytest.approx(keywords.weights["alpha"] / total)
+    assert "delta" not in scores  # holds no term: not in the lane at all
+    assert keywords.held == ("alpha", "beta", "gamma")  # omega is held by no candidate
+
+
+def test_the_lane_is_complete_and_exact_past_any_pool(tenant):
+    """Every matching candidate is scored before the cut: the top n equal a brute-force ranking of all of them."""
+    texts = [f"entry {n} " + " ".join(f"t{(n * 7 + j) % 13}" for j in range(n % 5 + 1)) for n in range(120)]
+    _write(tenant, texts)
+    keywords, rows = _rank(tenant, "t1 t2 t3 t5 t8", limit=25)
+    assert keywords is not None
+    total = sum(keywords.weights.values())
+
+    def brute(text):
+        words = set(text.split())
+        return sum(w for term, w in keywords.weights.items() if term in words) / total
+
+    expected = sorted(((brute(t), t) for t in texts if brute(t) > 0), key=lambda pair: -pair[0])[:25]
+    assert [round(row.keyword_score, 9) for row in rows] == [round(score, 9) for score, _ in expected]
+
+
+def test_the_weights_count_only_the_scoped_candidates(tenant, other_tenant):
+    _write(tenant, ["zebra crossing"] + ["plain row"] * 3)
+    _write(tenant, ["zebra"] * 50, subject="agent-b")
+    _write(other_tenant, ["zebra"] * 50)
+    keywords, _ = _rank(tenant, "zebra")
+    assert keywords is not None
+    assert keywords.weights["zebra"] == pytest.approx(keyword_lane.idf(4, 1))
+
+
+def test_the_session_refuses_an_unscoped_aggregate(tenant):
+    with (
+        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
+        pytest.raises(UnscopedHeavyRead),
+    ):
+        session.aggregate(Memory.objects.filter(tenant_id=tenant.id), rows=Count("id"))
