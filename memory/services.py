@@ -145,6 +145,7 @@ def _delete(memories: MemoryQuerySet, memory_id: str, actor: Actor) -> uuid.UUID
         row = memories.filter(id=parsed).select_for_update().values("tenant_id", "subject_id", "text").first()
         if row is None:
             raise NotFound()
+        _keep_promoted_content_unique(memories, parsed)
         memories.filter(id=parsed).delete()  # the scoped queryset: its DELETE pins the tenant (Citus routing)
         audit_record(
             tenant_id=row["tenant_id"],
@@ -153,6 +154,31 @@ def _delete(memories: MemoryQuerySet, memory_id: str, actor: Actor) -> uuid.UUID
             rows=[Removed(Memory._meta.db_table, parsed, row["subject_id"], row["text"])],
         )
     return parsed
+
+
+def _keep_promoted_content_unique(memories: MemoryQuerySet, deleted_id: uuid.UUID) -> None:
+    """Before a delete revives what the row superseded: a promoted predecessor whose content is already live
+    in another promoted row (v1 -> v2 -> v3 with v1 and v3 the same text) would break the one-live-row-per-
+    content rule. It stays superseded, by that live twin, so nothing is lost and the chain still reads.
+    """
+    revived = memories.filter(
+        superseded_by_id=deleted_id, source=Memory.Source.PROMOTED, embedding_content_hash__isnull=False
+    ).select_for_update()
+    for row in revived:
+        twin = (
+            memories.live()
+            .filter(
+                subject_id=row.subject_id,
+                source=Memory.Source.PROMOTED,
+                embedding_content_hash=row.embedding_content_hash,
+            )
+            .exclude(id=deleted_id)
+            .values_list("id", flat=True)
+            .first()
+        )
+        if twin is not None:
+            row.superseded_by_id = twin
+            row.save(update_fields=["superseded_by", "updated_at"])
 
 
 def memory_supersede(*, scope: Scope, old_id: str, new_id: str, actor: Actor | None = None) -> Memory:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from loopmem import embeddings
 from loopmem.errors import AlreadySuperseded, NotFound, SelfSupersede, SupersedeCycle
 from loopmem.scope import Scope
 from memory.models import Memory
-from memory.services import memory_remember, memory_supersede
+from memory.services import memory_forget, memory_remember, memory_supersede
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +64,38 @@ def test_unknown_ids_are_not_found(scope, three, bad):
         memory_supersede(scope=scope, old_id=bad, new_id=str(three[0].id))
     with pytest.raises(NotFound):
         memory_supersede(scope=scope, old_id=str(three[0].id), new_id=bad)
+
+
+def _promoted(scope, text):
+    return Memory.objects.create(
+        tenant_id=scope.tenant_id,
+        subject_id=scope.subject_id,
+        text=text,
+        source=Memory.Source.PROMOTED,
+        embedding_content_hash=embeddings.content_hash(text),
+    )
+
+
+def test_forgetting_the_middle_of_a_chain_keeps_one_live_row_per_promoted_content(scope):
+    # v1 -> v2 -> v3 where v1 and v3 are promoted with the same text: reviving v1 would make two live
+    # promoted rows of one content (the unique index answered that with a 500). v1 stays superseded, by v3.
+    v1 = _promoted(scope, "the deploy key rotates weekly")
+    v2 = memory_remember(scope=scope, text="the deploy key rotates daily")
+    memory_supersede(scope=scope, old_id=str(v1.id), new_id=str(v2.id))
+    v3 = _promoted(scope, "the deploy key rotates weekly")
+    memory_supersede(scope=scope, old_id=str(v2.id), new_id=str(v3.id))
+
+    memory_forget(scope=scope, memory_id=str(v2.id))
+
+    assert Memory.objects.get(id=v1.id).superseded_by_id == v3.id
+    assert list(Memory.objects.for_scope(scope).live().values_list("id", flat=True)) == [v3.id]
+
+
+def test_forgetting_a_superseder_still_revives_a_promoted_row_without_a_live_twin(scope):
+    v1 = _promoted(scope, "builds run on arm64")
+    v2 = memory_remember(scope=scope, text="builds run on x86")
+    memory_supersede(scope=scope, old_id=str(v1.id), new_id=str(v2.id))
+
+    memory_forget(scope=scope, memory_id=str(v2.id))
+
+    assert Memory.objects.get(id=v1.id).is_live
