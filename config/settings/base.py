@@ -99,6 +99,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache (rate limits, breakers, semaphores) and Celery broker ----------------------------------
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
 REDIS_TIMEOUT_SECONDS = env_float("LOOPMEM_REDIS_TIMEOUT_SECONDS", 0.5)
+# After a Redis call on a request path fails, this process skips Redis (failing open) for this long, so a hung
+# Redis costs a request at most one timeout, not one per call (loopmem.redis_outage; docs/operations.md).
+REDIS_RETRY_AFTER_SECONDS = env_float("LOOPMEM_REDIS_RETRY_AFTER_SECONDS", 5.0)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -148,10 +151,14 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Enqueue attempts give up fast when Redis is down; the sweeps pick up what was not enqueued.
 # socket_timeout too: a Redis that accepts the connection but never answers (SIGSTOP) must not hold a write.
+CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_TIMEOUT_SECONDS
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "socket_connect_timeout": 1,
+    "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
     "socket_timeout": REDIS_TIMEOUT_SECONDS,
+    # One immediate reconnect (a pooled connection gone stale after a Redis restart), never kombu's 2 s sleep.
     "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0,
     "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
     # How often a worker looks for messages a dead worker left unacknowledged (kombu's defaults: every ~100 s).
     "unacked_restore_interval": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_INTERVAL_SECONDS", 10),
