@@ -254,6 +254,18 @@ class NotReady(DomainError):
     status, code, default_message = 503, "not_ready", "A dependency is unreachable"
 
 
+class DatabaseUnavailable(DomainError):
+    """The database refused, dropped or never opened the connection (restart, failover): safe to retry."""
+
+    status, code, default_message = 503, "database_unavailable", "The database is unreachable; retry shortly"
+
+
+class DatabaseTimeout(DomainError):
+    """A statement ran past its timeout and was cancelled; nothing it would have written was committed."""
+
+    status, code, default_message = 503, "database_timeout", "The database did not answer in time; retry shortly"
+
+
 class ServerError(DomainError):
     status, code, default_message = 500, "server_error", "Internal server error"
 

@@ -88,6 +88,14 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
     "heavy_read": dj_database_url.parse(HEAVY_READ_DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
 }
+# A database that does not accept a connection within this many seconds is unreachable: the request answers
+# 503 `database_unavailable` instead of waiting on the operating system's TCP timeout (minutes).
+DB_CONNECT_TIMEOUT_SECONDS = env_int("LOOPMEM_DB_CONNECT_TIMEOUT_SECONDS", 5)
+for _database in DATABASES.values():
+    _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
+# Web processes only (loopmem.db_timeouts): a statement of a request running longer is cancelled, 503
+# `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
+WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
 if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
     DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
