@@ -202,6 +202,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.idempotency); older
+# records are pruned by the hourly retention sweep and a key past it counts as new.
+IDEMPOTENCY_RETENTION_SECONDS = env_int("LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS", 24 * 3600)
+
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
 RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)
 RATE_LIMIT_TENANT_MULTIPLIER = 3
