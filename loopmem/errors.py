@@ -254,6 +254,36 @@ class NotReady(DomainError):
     status, code, default_message = 503, "not_ready", "A dependency is unreachable"
 
 
+class DatabaseUnavailable(DomainError):
+    """The database refused, dropped or never opened the connection (restart, failover): safe to retry."""
+
+    status, code, default_message = 503, "database_unavailable", "The database is unreachable; retry shortly"
+
+
+class DatabaseTimeout(DomainError):
+    """A statement ran past its timeout and was cancelled; nothing it would have written was committed."""
+
+    status, code, default_message = 503, "database_timeout", "The database did not answer in time; retry shortly"
+
+
+class InvalidIdempotencyKey(DomainError):
+    status, code, default_message = (
+        400,
+        "invalid_idempotency_key",
+        "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces",
+    )
+
+
+class IdempotencyKeyReused(DomainError):
+    """The key was first sent with another body (or to another endpoint): its first answer is not this one's."""
+
+    status, code, default_message = (
+        422,
+        "idempotency_key_reused",
+        "This Idempotency-Key was already used with a different request",
+    )
+
+
 class ServerError(DomainError):
     status, code, default_message = 500, "server_error", "Internal server error"
 

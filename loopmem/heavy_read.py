@@ -26,7 +26,7 @@ from django.db.models.lookups import Exact
 from django.db.models.sql import Query
 from django.db.models.sql.where import AND, WhereNode
 
-from loopmem import metrics
+from loopmem import metrics, redis_outage
 from loopmem.errors import HeavyReadOverloaded
 
 logger = logging.getLogger(__name__)
@@ -251,34 +251,32 @@ def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
     """
     key = f"{cache.key_prefix}:heavy_read:{tenant_id}"
     token = secrets.token_hex(8)
-    client: redis.Redis | None = redis_client()
     limit = settings.HEAVY_READ_MAX_IN_FLIGHT
     ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
-    admitted = True
-    try:
+
+    def enter() -> int:
         now = time.time()
         pipe = redis_client().pipeline()
         pipe.zremrangebyscore(key, "-inf", now - ttl)
         pipe.zadd(key, {token: now})
         pipe.zcard(key)
         pipe.expire(key, int(ttl) + 1)
-        in_flight = pipe.execute()[2]
+        in_flight: int = pipe.execute()[2]
         if in_flight > limit:
             redis_client().zrem(key, token)
-            admitted = False
-    except (redis.RedisError, OSError) as exc:
-        logger.warning("heavy-read gate failing open: redis unreachable (%s)", exc)
-        client = None
-    if not admitted:
+        return in_flight
+
+    # None: Redis is unreachable (or known to be), the read goes on ungated and there is no slot to give back.
+    in_flight = redis_outage.call("heavy-read gate", enter, fallback=None)
+    if in_flight is not None and in_flight > limit:
         metrics.HEAVY_READ_REJECTIONS.inc()
         raise HeavyReadOverloaded(details={"in_flight_limit": limit})
     metrics.HEAVY_READ_ADMITTED.inc()
     try:
         yield
     finally:
-        if client is not None:
-            with contextlib.suppress(redis.RedisError, OSError):
-                client.zrem(key, token)
+        if in_flight is not None:
+            redis_outage.call("heavy-read gate", lambda: redis_client().zrem(key, token), fallback=None)
 
 
 def redis_client() -> redis.Redis:

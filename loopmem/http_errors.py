@@ -7,13 +7,17 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
+from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from loopmem.errors import (
     BadRequest,
+    DatabaseTimeout,
+    DatabaseUnavailable,
     DomainError,
     Forbidden,
     NotFound,
@@ -74,7 +78,20 @@ def as_domain_error(exc: Exception) -> DomainError | None:
         return NotFound()
     if isinstance(exc, drf.Throttled):
         return RateLimited(retry_after=int(getattr(exc, "wait", None) or 1), limit=0)
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return _database_error(exc)
     return None
+
+
+def _database_error(exc: OperationalError | InterfaceError) -> DomainError:
+    # Django wraps the driver's error; the cause says which. A cancelled statement (statement_timeout) is a
+    # timeout; anything else at this level (refused, terminated by a restart, connection closed) is unavailability.
+    # Logged, as an unexpected error would be: an operator wants to see these.
+    if isinstance(exc.__cause__, pg_errors.QueryCanceled):
+        logger.warning("database statement cancelled (statement_timeout): %s", exc)
+        return DatabaseTimeout()
+    logger.warning("database unavailable: %s: %s", exc.__class__.__name__, exc)
+    return DatabaseUnavailable()
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:

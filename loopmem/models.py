@@ -181,3 +181,32 @@ class DeletionAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} of {self.table_name} {self.row_id}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a write sent with an `Idempotency-Key`, replayed to its retries (loopmem.idempotency).
+
+    Written in the same transaction as the write it answers, so a key is recorded if and only if its write
+    committed; the unique (tenant, subject, key) makes a concurrent retry wait for the first and then replay it.
+    Kept LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS, then pruned by the retention sweep (privacy.retention).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    tenant_id = models.UUIDField()
+    subject_id = models.CharField(max_length=200)
+    key = models.CharField(max_length=255)
+    operation = models.CharField(max_length=32)
+    request_hash = models.CharField(max_length=64)  # sha256 of the operation and the canonical JSON body
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "idempotency_records"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "subject_id", "key"], name="idempotency_key_unique"),
+        ]
+        indexes = [models.Index(fields=["tenant_id", "created_at"], name="idempotency_tenant_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.key}"

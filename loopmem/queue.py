@@ -13,6 +13,8 @@ from typing import Any
 from celery import current_app
 from django.db import transaction
 
+from loopmem import redis_outage
+
 logger = logging.getLogger(__name__)
 
 
@@ -26,8 +28,18 @@ def enqueue_on_commit(task_name: str, *args: Any) -> None:
 
 
 def send(task_name: str, args: tuple[Any, ...]) -> None:
-    """Send now (outside any transaction), logging instead of raising when the broker is unreachable."""
+    """Send now (outside any transaction), logging instead of raising when the broker is unreachable.
+
+    Bounded: no publish retry, and the broker's socket timeouts (settings). While `redis_outage` knows Redis is
+    down the send is skipped outright, so the write's answer never waits on a hung broker more than once.
+    """
+    if redis_outage.is_down():
+        logger.warning("redis down, not enqueueing %s%r; its sweep will pick it up", task_name, args)
+        return
     try:
         current_app.send_task(task_name, args=args, retry=False)
+    except redis_outage.REDIS_ERRORS as exc:
+        redis_outage.record_failure("celery publish", exc)
+        logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args)
     except Exception:
         logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args, exc_info=True)

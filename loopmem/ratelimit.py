@@ -6,23 +6,19 @@ of Redis must never turn into failed requests.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django_ratelimit.core import get_usage
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from loopmem import metrics
+from loopmem import metrics, redis_outage
 from loopmem.errors import RateLimited
 from loopmem.principal import Principal
-
-logger = logging.getLogger(__name__)
 
 _STATUS_ATTR = "loopmem_ratelimit"
 
@@ -37,14 +33,14 @@ class RateLimitStatus:
 
 
 def _count(request: HttpRequest, group: str, value: str, per_minute: int) -> dict[str, Any] | None:
-    try:
-        usage: dict[str, Any] | None = get_usage(
+    # None (fail open) when Redis is unreachable, or known to be (`redis_outage`): no Redis wait twice a request.
+    def usage() -> dict[str, Any] | None:
+        counted: dict[str, Any] | None = get_usage(
             request, group=group, key=lambda _group, _request: value, rate=f"{per_minute}/m", increment=True
         )
-    except (redis.RedisError, OSError) as exc:
-        logger.warning("rate limiter failing open: redis unreachable (%s)", exc)
-        return None
-    return usage
+        return counted
+
+    return redis_outage.call("rate limiter", usage, fallback=None)
 
 
 class ApiKeyRateThrottle(BaseThrottle):

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
+from django.db import transaction
 from rest_framework import viewsets
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 
+from loopmem import idempotency
 from loopmem.auth import principal_of
 from loopmem.principal import Principal
 from loopmem.scope import Scope, scope_for
@@ -34,3 +40,25 @@ class ScopedViewSet(viewsets.ViewSet):
     def scope_in(self, project_id: uuid.UUID | None, session_id: str | None = None) -> Scope:
         """The request's scope narrowed to a project (and session): same tenant and subject, always."""
         return replace(self.scope, project_id=project_id, session_id=session_id)
+
+    def idempotent(self, request: Request, operation: str, respond: Callable[[], Response]) -> Response:
+        """`respond()`, made safe to retry under the request's `Idempotency-Key` (loopmem.idempotency): the first
+        answer is recorded with the write, in its transaction, and a retry gets it back with
+        `Idempotent-Replayed: true`. Without the header, exactly `respond()`."""
+        raw_key = request.headers.get(idempotency.HEADER)
+        if raw_key is None:
+            return respond()
+        key = idempotency.parse_key(raw_key)
+        owner: dict[str, Any] = {"tenant_id": self.scope.tenant_id, "subject_id": self.scope.subject_id, "key": key}
+        digest = idempotency.request_hash(operation, request.data)
+        with transaction.atomic():
+            stored = idempotency.claim(**owner, operation=operation, digest=digest)
+            if stored is not None:
+                replay = Response(stored.body, status=stored.status)
+                replay[idempotency.REPLAYED_HEADER] = "true"
+                return replay
+            response = respond()
+            # Stored as the client received it (rendered JSON), so a replay is the same document.
+            body = json.loads(JSONRenderer().render(response.data))
+            idempotency.record(**owner, status=response.status_code, body=body)
+        return response

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
+from loopmem import idempotency
 from loopmem.audit import Actor
 from loopmem.envelopes import paginated, with_redactions
 from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
@@ -58,6 +59,15 @@ FILTER_PARAMETERS = [
     OpenApiParameter("created_before", OpenApiTypes.DATETIME, description="ISO 8601; strictly before"),
     OpenApiParameter("min_confidence", float, description="0..1; confidence at least this"),
 ]
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    idempotency.HEADER,
+    str,
+    location=OpenApiParameter.HEADER,
+    description="optional; 1-255 printable ASCII characters. A retry with the same key and body within the retention "
+    "window (24 h) replays the first answer (header `Idempotent-Replayed: true`); the same key with another body "
+    "is 422 `idempotency_key_reused`. Scoped to the caller's tenant and subject.",
+)
 
 BATCH_OUT = inline_serializer(
     "MemoryBatchOut",
@@ -111,8 +121,11 @@ class MemoryViewSet(ScopedViewSet):
     # Recall is a read sent as POST: it goes on during a custody halt.
     halt_exempt_actions = ("recall",)
 
-    @extend_schema(request=RememberIn, responses={201: MemoryOut})
+    @extend_schema(request=RememberIn, responses={201: MemoryOut}, parameters=[IDEMPOTENCY_KEY])
     def create(self, request: Request) -> Response:
+        return self.idempotent(request, "remember", lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
         redacted = SecretReport()  # the tenant's secret policy: `meta.redacted` only when it redacted
         data = self._remember(json_object(request), redacted)
         return Response(with_redactions({"data": data}, redacted), status=status.HTTP_201_CREATED)
@@ -256,6 +269,7 @@ class MemoryViewSet(ScopedViewSet):
 
     @extend_schema(
         request=BatchIn,
+        parameters=[IDEMPOTENCY_KEY],
         responses={
             200: OpenApiResponse(
                 BATCH_OUT, description="per item: 201 with `memory`, or its error status with `error`, in order"
@@ -266,7 +280,11 @@ class MemoryViewSet(ScopedViewSet):
     def batch(self, request: Request) -> Response:
         """Remember up to 100 bodies (either tier), each validated and written on its own, in order.
 
-        One bad item never loses the others. Each item counts against the quota and the rate limits."""
+        One bad item never loses the others. Each item counts against the quota and the rate limits. With an
+        `Idempotency-Key` the batch is one transaction, recorded with its answer."""
+        return self.idempotent(request, "batch", lambda: self._batch(request))
+
+    def _batch(self, request: Request) -> Response:
         items = parse_body(BatchIn, request)["memories"]
         results = [self._batch_item(request, index, item) for index, item in enumerate(items)]
         created = sum(1 for result in results if result["status"] == status.HTTP_201_CREATED)

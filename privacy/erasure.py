@@ -2,7 +2,8 @@
 
 What goes, for a subject S of tenant T (docs/security.md, "Erase"):
 
-- every long-term memory of S (superseded ones too), every session turn, promotion job and watermark;
+- every long-term memory of S (superseded ones too), every session turn, promotion job and watermark, and the
+  recorded answers of S's idempotent writes (they hold the text written);
 - the query text of every access-ledger row written by S's keys (the row stays: it is the tenant's retrieval
   funnel, and holds no other text);
 - S's recall-history keys in Redis (found by prefix: `recall.history`) and the recall-bump keys of the memories
@@ -30,7 +31,7 @@ from django.db.models import Q
 from knowledge.models import Article, ArticleAccessEvent, article_embedding_text
 from loopmem.audit import Actor, Removed, audit_record
 from loopmem.heavy_read import redis_client
-from loopmem.models import ApiKey, DeletionAudit, Tenant
+from loopmem.models import ApiKey, DeletionAudit, IdempotencyRecord, Tenant
 from loopmem.scope import subject_id_for
 from memory.models import Memory, PromotionJob, SessionPromotion, SessionTurn
 from memory.services import recall_bump_key
@@ -120,6 +121,7 @@ def subject_erase(
         jobs=PromotionJob.objects.filter(tenant_id=tenant.id, subject_id=subject_id),
         watermarks=SessionPromotion.objects.filter(tenant_id=tenant.id, subject_id=subject_id),
         events=ArticleAccessEvent.objects.filter(tenant_id=tenant.id, api_key_id__in=_key_ids(tenant.id, subject_id)),
+        replays=IdempotencyRecord.objects.filter(tenant_id=tenant.id, subject_id=subject_id),
         articles=owned if include_articles else None,
         event_subject=subject_id,
     )
@@ -147,6 +149,7 @@ def tenant_erase(
         jobs=PromotionJob.objects.filter(tenant_id=tenant.id),
         watermarks=SessionPromotion.objects.filter(tenant_id=tenant.id),
         events=ArticleAccessEvent.objects.filter(tenant_id=tenant.id),
+        replays=IdempotencyRecord.objects.filter(tenant_id=tenant.id),
         articles=articles if include_articles else None,
         event_subject=None,
     )
@@ -163,6 +166,7 @@ def _targets(
     jobs: models.QuerySet[PromotionJob],
     watermarks: models.QuerySet[SessionPromotion],
     events: models.QuerySet[ArticleAccessEvent],
+    replays: models.QuerySet[IdempotencyRecord],
     articles: models.QuerySet[Article] | None,
     event_subject: str | None,
 ) -> list[_Target]:
@@ -174,6 +178,7 @@ def _targets(
         _Target("session_turns", turns, ("id", "subject_id", "content"), lambda r: r["content"], subject),
         _Target("promotion_jobs", jobs, ("id", "subject_id"), lambda r: None, subject),
         _Target("promotion_watermarks", watermarks, ("id", "subject_id"), lambda r: None, subject),
+        _Target("idempotency_records", replays, ("id", "subject_id"), lambda r: None, subject),
         _Target(
             "access_event_queries",
             events.filter(metadata__has_key="query"),

@@ -2,6 +2,8 @@
 
 - Access-ledger rows (`article_access_events`) and finished promotion jobs older than
   LOOPMEM_RETENTION_DAYS (default 90) are deleted.
+- Idempotency records (`loopmem.idempotency`: a write's recorded answer, replayed to a retry) older than
+  LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS (default 24 h) are deleted.
 - The query text of an access-ledger row is kept LOOPMEM_QUERY_TEXT_RETENTION_DAYS (default 7), then removed
   from the row (`metadata.query`); the row itself stays for the retrieval metrics until the first cutoff.
 
@@ -22,7 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from knowledge.models import ArticleAccessEvent
-from loopmem.models import Tenant
+from loopmem.models import IdempotencyRecord, Tenant
 from memory.models import PromotionJob
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,7 @@ RETENTION_BATCH_SIZE = 1000
 
 _EVENTS = ArticleAccessEvent._meta.db_table
 _JOBS = PromotionJob._meta.db_table
+_IDEMPOTENCY = IdempotencyRecord._meta.db_table
 
 _DELETE_EVENTS = f"""
 DELETE FROM {_EVENTS} WHERE id IN (
@@ -52,12 +55,20 @@ DELETE FROM {_JOBS} WHERE id IN (
 )
 """
 
+# The (tenant_id, created_at) index (loopmem 0006) serves it.
+_DELETE_IDEMPOTENCY = f"""
+DELETE FROM {_IDEMPOTENCY} WHERE id IN (
+    SELECT id FROM {_IDEMPOTENCY} WHERE tenant_id = %s AND created_at < %s LIMIT %s
+)
+"""
+
 
 @dataclass
 class RetentionReport:
     access_events_deleted: int = 0
     queries_blanked: int = 0
     promotion_jobs_deleted: int = 0
+    idempotency_records_deleted: int = 0
 
 
 def retention_prune(*, now: datetime | None = None, batch_size: int = RETENTION_BATCH_SIZE) -> RetentionReport:
@@ -65,11 +76,13 @@ def retention_prune(*, now: datetime | None = None, batch_size: int = RETENTION_
     now = now or timezone.now()
     keep_until = now - timedelta(days=settings.RETENTION_DAYS)
     query_until = now - timedelta(days=settings.QUERY_TEXT_RETENTION_DAYS)
+    replay_until = now - timedelta(seconds=settings.IDEMPOTENCY_RETENTION_SECONDS)
     report = RetentionReport()
     for tenant_id in Tenant.objects.order_by("id").values_list("id", flat=True):
         report.access_events_deleted += _drain(_DELETE_EVENTS, tenant_id, keep_until, batch_size)
         report.queries_blanked += _drain(_BLANK_QUERIES, tenant_id, query_until, batch_size)
         report.promotion_jobs_deleted += _drain(_DELETE_JOBS, tenant_id, keep_until, batch_size)
+        report.idempotency_records_deleted += _drain(_DELETE_IDEMPOTENCY, tenant_id, replay_until, batch_size)
     logger.info("retention.pruned %s", asdict(report))
     return report
 

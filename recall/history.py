@@ -3,25 +3,22 @@
 Keyed by (tenant, subject, session, article): both halves of the caller's scope come before the client's
 session token, so another tenant or agent choosing the same token can never suppress rows from this recall,
 and an erasure finds every key of a subject (or tenant) by prefix. Members are article ids, never text.
-Best effort: Redis trouble means nothing is suppressed, which is the behaviour without a session.
+Best effort: Redis trouble (`loopmem.redis_outage`) means nothing is suppressed, which is the behaviour
+without a session.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import time
 import uuid
 from collections.abc import Iterable
 
-import redis
 from django.conf import settings
 
+from loopmem import redis_outage
 from loopmem.heavy_read import redis_client
-
-logger = logging.getLogger(__name__)
-
 
 PREFIX = "loopmem:recall_history"
 
@@ -52,13 +49,10 @@ def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, 
     wanted = list(ids)
     if not session_id or not wanted:
         return set()
-    try:
-        client = redis_client()
-        key = _key(tenant_id, subject_id, session_id)
-        now = time.time()
-        scores = client.zmscore(key, wanted)
-    except (redis.RedisError, OSError) as exc:
-        logger.warning("recall history unavailable, containment skipped (%s)", exc)
+    key = _key(tenant_id, subject_id, session_id)
+    now = time.time()
+    scores = redis_outage.call("recall history", lambda: redis_client().zmscore(key, wanted), fallback=None)
+    if scores is None:  # Redis unreachable: containment skipped
         return set()
     return {i for i, expiry in zip(wanted, scores, strict=True) if expiry is not None and expiry > now}
 
@@ -71,11 +65,12 @@ def mark_shown(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None,
     ttl = settings.RECALL_HISTORY_TTL_SECONDS
     expiry = time.time() + ttl
     key = _key(tenant_id, subject_id, session_id)
-    try:
+
+    def record() -> None:
         pipe = redis_client().pipeline()
         pipe.zadd(key, dict.fromkeys(shown, expiry))
         pipe.zremrangebyscore(key, "-inf", time.time())  # forget what expired
         pipe.expire(key, ttl)
         pipe.execute()
-    except (redis.RedisError, OSError) as exc:
-        logger.warning("recall history unavailable, not recorded (%s)", exc)
+
+    redis_outage.call("recall history", record, fallback=None)  # unreachable: not recorded

@@ -9,7 +9,7 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from loopmem import embeddings
+from loopmem import embeddings, redis_outage
 from loopmem.models import ApiKey, Tenant
 from loopmem.services import IssuedKey, api_key_create
 from tests.factories import TenantFactory
@@ -19,7 +19,9 @@ pytest_plugins = ["tests.fake_llm"]
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limit_counters() -> None:
-    # Rate-limit counters live in the real Redis; each test starts from zero.
+    # Rate-limit counters live in the real Redis; each test starts from zero. A test that made Redis fail on
+    # purpose must not leave the process's outage latch open for the next one.
+    redis_outage.reset()
     cache.clear()
 
 

@@ -88,6 +88,14 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
     "heavy_read": dj_database_url.parse(HEAVY_READ_DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
 }
+# A database that does not accept a connection within this many seconds is unreachable: the request answers
+# 503 `database_unavailable` instead of waiting on the operating system's TCP timeout (minutes).
+DB_CONNECT_TIMEOUT_SECONDS = env_int("LOOPMEM_DB_CONNECT_TIMEOUT_SECONDS", 5)
+for _database in DATABASES.values():
+    _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
+# Web processes only (loopmem.db_timeouts): a statement of a request running longer is cancelled, 503
+# `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
+WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
 if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
     DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
@@ -99,6 +107,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache (rate limits, breakers, semaphores) and Celery broker ----------------------------------
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
 REDIS_TIMEOUT_SECONDS = env_float("LOOPMEM_REDIS_TIMEOUT_SECONDS", 0.5)
+# After a Redis call on a request path fails, this process skips Redis (failing open) for this long, so a hung
+# Redis costs a request at most one timeout, not one per call (loopmem.redis_outage; docs/operations.md).
+REDIS_RETRY_AFTER_SECONDS = env_float("LOOPMEM_REDIS_RETRY_AFTER_SECONDS", 5.0)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -148,10 +159,14 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Enqueue attempts give up fast when Redis is down; the sweeps pick up what was not enqueued.
 # socket_timeout too: a Redis that accepts the connection but never answers (SIGSTOP) must not hold a write.
+CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_TIMEOUT_SECONDS
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "socket_connect_timeout": 1,
+    "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
     "socket_timeout": REDIS_TIMEOUT_SECONDS,
+    # One immediate reconnect (a pooled connection gone stale after a Redis restart), never kombu's 2 s sleep.
     "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0,
     "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
     # How often a worker looks for messages a dead worker left unacknowledged (kombu's defaults: every ~100 s).
     "unacked_restore_interval": env_int("LOOPMEM_CELERY_UNACKED_RESTORE_INTERVAL_SECONDS", 10),
@@ -186,6 +201,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.idempotency); older
+# records are pruned by the hourly retention sweep and a key past it counts as new.
+IDEMPOTENCY_RETENTION_SECONDS = env_int("LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS", 24 * 3600)
 
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
 RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)

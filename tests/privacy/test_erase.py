@@ -37,6 +37,7 @@ NOTHING = {
     "session_turns": 0,
     "promotion_jobs": 0,
     "promotion_watermarks": 0,
+    "idempotency_records": 0,
     "access_event_queries": 0,
     "redis_keys": 0,
 }
@@ -147,7 +148,7 @@ def test_without_include_articles_the_owned_articles_are_listed_and_kept(tenant,
     )
     assert human.startswith(
         f"erased subject {SUBJECT} of acme: 1 memories, 0 session turns, 0 promotion jobs, 0 promotion watermarks, "
-        "0 access event queries, 0 redis keys"
+        "0 idempotency records, 0 access event queries, 0 redis keys"
     )
 
 

@@ -98,4 +98,9 @@ def test_the_hourly_task_and_the_command_prune_at_the_current_time(tenant, agent
         call_command("retention_prune", "--json")
         summary = json.loads(capsys.readouterr().out)
 
-    assert summary == {"access_events_deleted": 1, "queries_blanked": 1, "promotion_jobs_deleted": 0}
+    assert summary == {
+        "access_events_deleted": 1,
+        "queries_blanked": 1,
+        "promotion_jobs_deleted": 0,
+        "idempotency_records_deleted": 0,
+    }
