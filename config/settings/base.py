@@ -185,6 +185,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every error response points at one `Error` component (loopmem/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "loopmem.schema.error_component"],
 }
 
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
