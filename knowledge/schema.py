@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -45,6 +46,11 @@ TAGS_SCHEMA: dict[str, Any] = {
 }
 
 
+def _not_blank(**kwargs: Any) -> Any:
+    """Text with something in it (the service refuses a blank title or body): `pattern` in the schema."""
+    return serializers.RegexField(NOT_BLANK, trim_whitespace=False, **kwargs)
+
+
 @extend_schema_field(TAGS_SCHEMA)
 class ArticleTagsField(serializers.ListField):
     """Documentation only: an article's tags as the service accepts them."""
@@ -53,8 +59,8 @@ class ArticleTagsField(serializers.ListField):
 class ArticleProposeBodyIn(ArticleProposeIn):
     """POST /api/v1/knowledge/articles, with the service's rules on title, body and tags in the schema."""
 
-    title = serializers.RegexField(NOT_BLANK, max_length=MAX_TITLE_LENGTH, trim_whitespace=False)
-    body = serializers.RegexField(NOT_BLANK, help_text=f"at most {MAX_BODY_BYTES} bytes", trim_whitespace=False)
+    title = _not_blank(max_length=MAX_TITLE_LENGTH)
+    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes")
     idempotency_key = serializers.CharField(
         max_length=MAX_IDEMPOTENCY_KEY_LENGTH, required=False, allow_null=True, allow_blank=True
     )
@@ -64,10 +70,8 @@ class ArticleProposeBodyIn(ArticleProposeIn):
 class ArticlePatchBodyIn(ArticlePatchIn):
     """PATCH /api/v1/knowledge/articles/:id, with the service's rules on title, body and tags in the schema."""
 
-    title = serializers.RegexField(NOT_BLANK, max_length=MAX_TITLE_LENGTH, required=False, trim_whitespace=False)
-    body = serializers.RegexField(
-        NOT_BLANK, help_text=f"at most {MAX_BODY_BYTES} bytes", required=False, trim_whitespace=False
-    )
+    title = _not_blank(max_length=MAX_TITLE_LENGTH, required=False)
+    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes", required=False)
     tags = ArticleTagsField(required=False)
 
 
@@ -148,7 +152,7 @@ article_schema = extend_schema_view(
             *PAGE_PARAMETERS,
             OpenApiParameter("status", str, enum=[*Article.Status.values, ""], description="blank is absent"),
             *LIST_FILTERS,
-            OpenApiParameter("project_id", str, description="that project's articles only (a canonical UUID)"),
+            OpenApiParameter("project_id", OpenApiTypes.UUID, description="that project's articles only"),
         ],
         responses=responses(
             {200: page("ArticlePage", ArticleSummaryOut())}, BadRequest, InvalidProjectId, ValidationFailed
@@ -182,7 +186,7 @@ search_schema = extend_schema_view(
                 "`query` is an alias",
             ),
             OpenApiParameter("mode", str, enum=[*SEARCH_MODES, ""], description="blank is combined"),
-            OpenApiParameter("project_id", str, description="the global articles plus this project's"),
+            OpenApiParameter("project_id", OpenApiTypes.UUID, description="the global articles plus this project's"),
             *LIST_FILTERS,
             *PAGE_PARAMETERS,
         ],

@@ -143,7 +143,8 @@ def SessionIdField(
         assert isinstance(value, str)
         return value.strip() if strip else value
 
-    return WireField(rule, schema=session_id_schema(required=missing is not None), required=missing is not None)
+    required = missing is not None
+    return WireField(rule, schema=session_id_schema(required=required), required=required, allow_null=not required)
 
 
 class TextField(serializers.CharField):

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
@@ -32,6 +34,19 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.params import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+
+
+class EnvelopeAutoSchema(AutoSchema):
+    """Every answer is an envelope (`{data, meta}` for lists): a response is an array only when its serializer
+    says `many=True`, never because the action is called `list`."""
+
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        if serializer is None:
+            serializer = self.get_response_serializers()
+        if isinstance(serializer, dict) and serializer:
+            serializer = {str(code): s for code, s in serializer.items()}
+            serializer = serializer[min(serializer)]
+        return bool(is_list_serializer(serializer))
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

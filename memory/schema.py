@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -40,10 +42,11 @@ from loopmem.schema import FLAG_PARAMETER, OUTCOME, PAGE_PARAMETERS, data_envelo
 from memory.envelopes import EXPORT_CONTENT_TYPE
 from memory.models import Memory
 from memory.serializers import (
+    MAX_BATCH,
     BatchIn,
     GraduateIn,
+    ImportLineIn,
     MemoryOut,
-    MemoryPatchIn,
     PromoteIn,
     PromotionJobOut,
     RecallIn,
@@ -67,6 +70,25 @@ class SessionTurnBodyIn(SessionTurnIn):
     tier = serializers.ChoiceField(choices=["session"])
 
 
+class BatchBodyIn(BatchIn):
+    """POST /api/v1/memory/batch: each item is a remember body (either tier), validated on its own."""
+
+    memories = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_BATCH)
+
+
+# A correction names at least one field and no other (MemoryPatchIn.to_internal_value).
+PATCH_IN = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "minLength": 1},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "nullable": True},
+        "metadata": {"type": "object", "additionalProperties": {}, "nullable": True},
+    },
+    "minProperties": 1,
+    "additionalProperties": False,
+}
+
 REMEMBER_IN = PolymorphicProxySerializer(
     component_name="RememberIn",
     serializers=[LongTermBodyIn, SessionTurnBodyIn],
@@ -74,7 +96,7 @@ REMEMBER_IN = PolymorphicProxySerializer(
 )
 
 
-def remembered_out(**kwargs: object) -> PolymorphicProxySerializer:
+def remembered_out(**kwargs: Any) -> PolymorphicProxySerializer:
     """What a remember wrote: a long-term memory or a session turn."""
     return PolymorphicProxySerializer(
         component_name="RememberedOut",
@@ -97,7 +119,7 @@ FILTER_PARAMETERS = [
 ]
 
 
-def lane_scores(**kwargs: object) -> serializers.Serializer:  # type: ignore[type-arg]
+def lane_scores(**kwargs: Any) -> serializers.Serializer:  # type: ignore[type-arg]
     return inline_serializer(
         "LaneScores",
         {"semantic": serializers.FloatField(allow_null=True), "keyword": serializers.FloatField(allow_null=True)},
@@ -210,7 +232,7 @@ memory_schema = extend_schema_view(
     ),
     retrieve=extend_schema(responses=responses({200: data_envelope("MemoryGetOut", MemoryOut())}, NotFound)),
     partial_update=extend_schema(
-        request=MemoryPatchIn,
+        request={"application/json": PATCH_IN},
         responses=responses(
             {200: data_envelope("MemoryCorrectOut", MemoryOut(), write=True)},
             NotFound,
@@ -228,7 +250,8 @@ memory_schema = extend_schema_view(
     ),
     session=extend_schema(
         parameters=PAGE_PARAMETERS,
-        responses=responses({200: page("SessionTurnPage", SessionTurnOut())}, ValidationFailed),
+        # A session id holding a newline matches no route: 404.
+        responses=responses({200: page("SessionTurnPage", SessionTurnOut())}, ValidationFailed, NotFound),
     ),
     promote=extend_schema(
         request=PromoteIn,
@@ -271,7 +294,7 @@ memory_schema = extend_schema_view(
         ),
     ),
     batch=extend_schema(
-        request=BatchIn,
+        request=BatchBodyIn,
         responses=responses(
             {
                 200: OpenApiResponse(
@@ -298,7 +321,7 @@ memory_schema = extend_schema_view(
     import_memories=extend_schema(
         request={
             EXPORT_CONTENT_TYPE: OpenApiTypes.STR,
-            "application/json": {"type": "array", "items": {"type": "object"}},
+            "application/json": ImportLineIn(many=True),
         },
         responses=responses(
             {200: IMPORT_OUT},

@@ -279,7 +279,12 @@ class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
         if parsed is None:
             self.fail("invalid", value=data)
         assert parsed is not None
-        return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+        aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+        try:
+            # In UTC: PostgreSQL refuses an offset past ±15:59 (a 500 before), Python accepts up to ±23:59.
+            return aware.astimezone(UTC)
+        except OverflowError:
+            self.fail("invalid", value=data)
 
     def to_representation(self, value: datetime) -> str:
         return value.isoformat()
@@ -367,6 +372,7 @@ class GraduateIn(serializers.Serializer):  # type: ignore[type-arg]
     memory_id = WireField(
         _memory_id,
         required=True,
+        allow_null=False,
         schema={"type": "string", "format": "uuid", "description": "one of your memories (422 `invalid_memory_id`)"},
     )
     re_scope = WireField(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
 from rest_framework import serializers
 
 from knowledge.schema import SEARCH_OUT
@@ -29,7 +30,7 @@ from recall.serializers import RecallContextIn, ReferencedIn
 class ReferencedBodyIn(ReferencedIn):
     """POST /api/v1/recall/:recall_id/referenced: the body (the recall id is the path's)."""
 
-    recall_id = None  # type: ignore[assignment]
+    recall_id = None  # type: ignore[assignment]  # the path's, not the body's
 
 
 MERGED_ITEM = inline_serializer(
@@ -107,6 +108,7 @@ recall_schema = extend_schema_view(
         ),
     ),
     referenced=extend_schema(
+        parameters=[OpenApiParameter("recall_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
         request=ReferencedBodyIn,
         responses=responses(
             {200: REFERENCED_OUT},

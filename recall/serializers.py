@@ -58,6 +58,7 @@ class RecallContextIn(MemoryFiltersIn):
     query = WireField(
         _query,
         required=True,
+        allow_null=False,
         schema={
             "type": "string",
             "pattern": r"\S",
@@ -81,6 +82,7 @@ class ReferencedIn(serializers.Serializer):  # type: ignore[type-arg]
     article_ids = WireField(
         _article_ids,
         required=True,
+        allow_null=False,
         schema={
             "type": "array",
             "items": {"type": "string", "format": "uuid"},
