@@ -62,7 +62,8 @@ def test_lists_are_envelopes_and_every_error_is_the_error_component(schema):
     page = listing["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(schema["components"]["schemas"][page]["properties"]) == {"data", "meta"}
     forget = schema["paths"]["/api/v1/memory/{id}"]["delete"]["responses"]
-    assert "200" in forget and "204" not in forget
+    assert "200" in forget
+    assert "204" not in forget
     error = forget["404"]["content"]["application/json"]["schema"]["allOf"]
     assert error[0] == {"$ref": "#/components/schemas/Error"}
     assert error[1]["properties"]["error"]["properties"]["code"]["enum"] == ["not_found"]
