@@ -5,14 +5,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes, ledger, selectors, services
-from knowledge.models import Article
-from knowledge.selectors import SEARCH_MODES
+from knowledge.schema import article_schema, search_schema
 from knowledge.serializers import (
     ArticleListIn,
     ArticleOut,
@@ -38,12 +36,12 @@ class KnowledgeViewSet(ScopedViewSet):
         return viewer_for(self.principal, self.scope)
 
 
+@article_schema
 class ArticleViewSet(KnowledgeViewSet):
     """The tenant's articles, as far as the key may see them (Article.objects.visible_to)."""
 
     lookup_value_regex = "[^/]+"
 
-    @extend_schema(request=ArticleProposeIn, responses={201: None, 200: None})
     def create(self, request: Request) -> Response:
         args = parse_body(ArticleProposeIn, request)
         redacted = SecretReport()  # the tenant's secret policy: `meta.redacted` only when it redacted
@@ -54,17 +52,6 @@ class ArticleViewSet(KnowledgeViewSet):
             status=status.HTTP_201_CREATED if proposal.created else status.HTTP_200_OK,
         )
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-            OpenApiParameter("status", str, enum=Article.Status.values),
-            OpenApiParameter("category", str, enum=Article.Category.values),
-            OpenApiParameter("tags", str, description="comma-separated; an article must carry all of them"),
-            OpenApiParameter("project_id", str, description="that project's articles only"),
-        ],
-        responses={200: ArticleSummaryOut(many=True)},
-    )
     def list(self, request: Request) -> Response:
         filters = parse(ArticleListIn, request.query_params)
         limit, offset = page_params(request.query_params)
@@ -72,7 +59,6 @@ class ArticleViewSet(KnowledgeViewSet):
         page = ArticleSummaryOut(rows[offset : offset + limit], many=True).data
         return Response(paginated(page, total_count=rows.count(), limit=limit, offset=offset))
 
-    @extend_schema(responses={200: ArticleOut})
     def retrieve(self, request: Request, pk: str) -> Response:
         article = selectors.article_get(viewer=self.viewer, article_id=pk)
         ledger.access_record_get(
@@ -83,7 +69,6 @@ class ArticleViewSet(KnowledgeViewSet):
         )
         return Response({"data": ArticleOut(article).data})
 
-    @extend_schema(request=ArticlePatchIn, responses={200: ArticleOut})
     def partial_update(self, request: Request, pk: str) -> Response:
         args = parse_body(ArticlePatchIn, request)
         redacted = SecretReport()
@@ -91,21 +76,10 @@ class ArticleViewSet(KnowledgeViewSet):
         return Response(with_redactions({"data": ArticleOut(article).data}, redacted))
 
 
+@search_schema
 class KnowledgeSearchViewSet(KnowledgeViewSet):
     """Hybrid search over the articles the key may see (reference §2.9)."""
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("q", str, description="required, at most 500 characters; `query` is an alias"),
-            OpenApiParameter("mode", str, enum=list(SEARCH_MODES)),
-            OpenApiParameter("project_id", str, description="the global articles plus this project's"),
-            OpenApiParameter("category", str, enum=Article.Category.values),
-            OpenApiParameter("tags", str, description="comma-separated; an article must carry all of them"),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
-        responses={200: None},
-    )
     def list(self, request: Request) -> Response:
         args = parse(KnowledgeSearchIn, _search_params(request.query_params))
         result = selectors.knowledge_search(viewer=self.viewer, **args)

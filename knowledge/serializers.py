@@ -48,7 +48,7 @@ def _choice(name: str, choices: list[str]) -> WireField:
             raise BadRequest(f"Query parameter '{name}' must be one of {', '.join(choices)}")
         return str(value)
 
-    return WireField(rule)
+    return WireField(rule, schema={"type": "string", "enum": [*choices, ""], "description": "blank is absent"})
 
 
 class TagsField(serializers.Field):  # type: ignore[type-arg]
@@ -95,7 +95,7 @@ class KnowledgeSearchIn(serializers.Serializer):  # type: ignore[type-arg]
 
     project_id = ProjectIdField()
     query = WireField(_search_query)  # `q`, or its alias `query`: see `knowledge_search_params`
-    mode = WireField(_mode)
+    mode = WireField(_mode, schema={"type": "string", "enum": [*SEARCH_MODES, ""]})
     category = _choice("category", Article.Category.values)
     tags = TagsField(required=False, default=list)
     limit = WireField(lambda v: clamp(lenient_int(v, DEFAULT_SEARCH_LIMIT), 1, MAX_SEARCH_LIMIT))

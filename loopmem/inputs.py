@@ -16,6 +16,7 @@ from rest_framework.request import Request
 
 from loopmem.errors import DomainError, ValidationFailed
 from loopmem.params import lenient_int, project_id_from, session_id_problem, truthy
+from loopmem.scope import MAX_SESSION_ID_BYTES
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise  # the stubs' type of a lazy message
@@ -49,16 +50,21 @@ def parse_body(serializer_class: type[S], request: Request) -> dict[str, Any]:
 
 
 class WireField(serializers.Field):  # type: ignore[type-arg]
-    """A field whose whole parsing is one of the rules above (nulls included); it never renders output."""
+    """A field whose whole parsing is one of the rules above (nulls included); it never renders output.
 
-    def __init__(self, rule: Callable[[object], Any], **kwargs: Any) -> None:
+    A rule is code, so the field cannot describe itself to the OpenAPI schema: `schema` is the JSON schema of
+    what the rule accepts (`loopmem.schema` publishes it), and `required=True` only marks the field required
+    there: a rule that refuses absence raises its own error either way."""
+
+    def __init__(self, rule: Callable[[object], Any], *, schema: dict[str, Any] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)
         self.rule = rule
+        self.schema: dict[str, Any] = schema or {}
 
     def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
-        if data is serializers.empty and not self.required:
+        if data is serializers.empty:
             # Absent: the rule decides what absent means (a default, None, or its own error).
             return True, self.rule(None)
         return False, data
@@ -70,19 +76,55 @@ class WireField(serializers.Field):  # type: ignore[type-arg]
         return value
 
 
+PROJECT_ID_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "format": "uuid"}, {"type": "string", "pattern": r"^\s*$"}],
+    "nullable": True,
+    "description": "the canonical UUID of one of your tenant's projects (422 `invalid_project_id` otherwise); "
+    "null or blank is global",
+}
+
+
 def ProjectIdField() -> WireField:
     """`project_id`: blank is global, else a canonical UUID (422 `invalid_project_id`)."""
-    return WireField(project_id_from)
+    return WireField(project_id_from, schema=PROJECT_ID_SCHEMA)
+
+
+def lenient_int_schema(default: int, bounds: str = "") -> dict[str, Any]:
+    """A lenient integer accepts any value: its leading integer is read, anything else is the default."""
+    return {
+        "description": f"an integer{bounds}; read leniently (a string's leading integer; anything else, or "
+        f"absent, is {default})",
+        "example": default,
+    }
 
 
 def LenientIntField(default: int) -> WireField:
     """A limit read the reference's way: a leading integer, or the default."""
-    return WireField(lambda value: lenient_int(value, default))
+    return WireField(lambda value: lenient_int(value, default), schema=lenient_int_schema(default))
+
+
+FLAG_SCHEMA: dict[str, Any] = {
+    "description": 'a flag: only `true` (or the string "true") turns it on; any other value, or absent, is off',
+    "example": True,
+}
 
 
 def FlagField() -> WireField:
     """A flag that only `true` / "true" turns on."""
-    return WireField(truthy)
+    return WireField(truthy, schema=FLAG_SCHEMA)
+
+
+def session_id_schema(*, required: bool) -> dict[str, Any]:
+    """The session-id rule as JSON schema (the 200 bytes are UTF-8 bytes: characters for ASCII text)."""
+    limit = {"type": "string", "maxLength": MAX_SESSION_ID_BYTES}
+    if not required:
+        return {**limit, "nullable": True, "description": "opaque, at most 200 bytes of UTF-8; blank is none"}
+    return {
+        **limit,
+        "minLength": 1,
+        "pattern": r"\S",
+        "description": f"opaque, not blank, at most {MAX_SESSION_ID_BYTES} bytes of UTF-8 (never truncated)",
+    }
 
 
 def SessionIdField(
@@ -101,7 +143,8 @@ def SessionIdField(
         assert isinstance(value, str)
         return value.strip() if strip else value
 
-    return WireField(rule)
+    required = missing is not None
+    return WireField(rule, schema=session_id_schema(required=required), required=required, allow_null=not required)
 
 
 class TextField(serializers.CharField):

@@ -1,10 +1,54 @@
-"""OpenAPI: describe the bearer-key authentication and the rule-parsed wire fields to drf-spectacular."""
+"""OpenAPI: the bearer-key authentication, the rule-parsed wire fields, the one error component and the helper
+that gives every operation its whole set of error responses.
+
+Each app's `schema.py` describes its operations with these (`extend_schema_view` on the viewset), so the views
+keep only their code. An operation lists the errors its own code raises; `responses` adds the ones every
+operation shares (the key, the rate limit, the edge's checks of the URL and the body, the custody halt of
+writes), groups them by status and publishes, per status, the `{"error": {...}}` component with the exact set
+of `code`s it can carry.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import is_list_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
+from rest_framework import serializers
+
+from loopmem.errors import (
+    BadRequest,
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    DomainError,
+    ImpersonationTenantNotFound,
+    ImpersonationTenantRequired,
+    InvalidText,
+    PayloadTooLarge,
+    RateLimited,
+    SubjectIdUnresolvable,
+    TenantHalted,
+    TooDeeplyNested,
+    Unauthorized,
+    ValidationFailed,
+)
+from loopmem.params import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+
+
+class EnvelopeAutoSchema(AutoSchema):
+    """Every answer is an envelope (`{data, meta}` for lists): a response is an array only when its serializer
+    says `many=True`, never because the action is called `list`."""
+
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        if serializer is None:
+            serializer = self.get_response_serializers()
+        if isinstance(serializer, dict) and serializer:
+            serializer = {str(code): s for code, s in serializer.items()}
+            serializer = serializer[min(serializer)]
+        return bool(is_list_serializer(serializer))
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
@@ -16,9 +60,177 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignor
 
 
 class WireFieldScheme(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
-    """A `WireField` parses with a rule, not a type: described as any JSON value, with the field's help text."""
+    """A `WireField` parses with a rule, not a type: its `schema` says what the rule accepts."""
 
     target_class = "loopmem.inputs.WireField"
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        return {}
+        return dict(self.target.schema)
+
+
+# --- Errors -------------------------------------------------------------------------------------------------
+
+# An error is a domain error class, or (status, code) for DRF's own errors that have no domain twin.
+ErrorSpec = type[DomainError] | tuple[int, str]
+
+UNSUPPORTED_MEDIA_TYPE: ErrorSpec = (415, "unsupported_media_type")
+NOT_ACCEPTABLE: ErrorSpec = (406, "not_acceptable")
+
+# Every /api/v1 operation: the key (and a superadmin's impersonation target), the rate limit, the content
+# negotiation, and the edge's refusal of NUL or lone surrogates in the path or the query string.
+# And a database that is unreachable or cancels a statement (loopmem.http_errors): 503 with a stable code.
+EVERY_OPERATION: tuple[ErrorSpec, ...] = (
+    Unauthorized,
+    ImpersonationTenantNotFound,
+    RateLimited,
+    NOT_ACCEPTABLE,
+    InvalidText,
+    DatabaseUnavailable,
+    DatabaseTimeout,
+)
+# An operation whose code resolves the caller's scope (tenant and subject) from the key.
+SCOPED: tuple[ErrorSpec, ...] = (ImpersonationTenantRequired, SubjectIdUnresolvable)
+# An operation that reads a JSON body: the edge's size, depth and text checks, the parser, the object rule.
+JSON_BODY: tuple[ErrorSpec, ...] = (
+    BadRequest,
+    InvalidText,
+    TooDeeplyNested,
+    PayloadTooLarge,
+    UNSUPPORTED_MEDIA_TYPE,
+    ValidationFailed,
+)
+# A write (an unsafe method not exempt from the custody halt).
+WRITE: tuple[ErrorSpec, ...] = (TenantHalted,)
+
+
+def _status_code(error: ErrorSpec) -> tuple[int, str]:
+    return error if isinstance(error, tuple) else (error.status, error.code)
+
+
+def error_schema(codes: Iterable[str]) -> dict[str, Any]:
+    """The error envelope whose `code` is one of `codes`: the shared component, narrowed."""
+    return {
+        "allOf": [
+            {"$ref": "#/components/schemas/Error"},
+            {
+                "type": "object",
+                "properties": {
+                    "error": {"type": "object", "properties": {"code": {"type": "string", "enum": sorted(codes)}}}
+                },
+            },
+        ]
+    }
+
+
+def responses(
+    success: Mapping[int | tuple[int, str], Any],
+    *errors: ErrorSpec,
+    body: bool = False,
+    write: bool = False,
+    scoped: bool = True,
+) -> dict[int | tuple[int, str], Any]:
+    """An operation's responses: its successes, then every error it can give, one response per status.
+
+    `errors` are those its own code raises; `body` adds the JSON-body checks, `write` the custody halt, `scoped`
+    the scope resolution; every operation has the key, rate limit and URL checks.
+    """
+    every = [*EVERY_OPERATION, *(SCOPED if scoped else ()), *(JSON_BODY if body else ()), *(WRITE if write else ())]
+    by_status: dict[int, set[str]] = {}
+    for error in (*every, *errors):
+        status, code = _status_code(error)
+        by_status.setdefault(status, set()).add(code)
+    result: dict[int | tuple[int, str], Any] = dict(success)
+    for status in sorted(by_status):
+        codes = sorted(by_status[status])
+        result[status] = OpenApiResponse(
+            response=error_schema(codes), description=", ".join(f"`{code}`" for code in codes)
+        )
+    return result
+
+
+ERROR_COMPONENT: dict[str, Any] = {
+    "type": "object",
+    "description": 'Every non-2xx body: `{"error": {"status", "code", "message", "details"}}`.',
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "integer", "description": "the HTTP status, repeated"},
+                "code": {"type": "string", "description": "stable: a code never changes once shipped"},
+                "message": {"type": "string", "description": "for people; may change"},
+                "details": {
+                    "type": "object",
+                    "additionalProperties": {},
+                    "description": "field → messages for validation errors, else the code's own facts",
+                },
+            },
+            "required": ["status", "code", "message", "details"],
+        }
+    },
+    "required": ["error"],
+}
+
+
+def error_component(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: the shared `Error` component every error response points at."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_COMPONENT
+    return result
+
+
+# --- Envelopes ----------------------------------------------------------------------------------------------
+
+OUTCOME_CHOICES = ["success", "empty", "degraded", "fallback", "error"]
+# `meta.outcome` of every memory and knowledge read (reference §2.0).
+OUTCOME = serializers.ChoiceField(choices=OUTCOME_CHOICES)
+
+FLAG_PARAMETER = 'A flag: only "true" turns it on; any other value, or absent, is off.'
+
+
+_WRITE_META = inline_serializer(
+    "WriteMeta",
+    {
+        "redacted": serializers.DictField(
+            required=False, help_text="{kinds, spans}: present only when the tenant's secret policy redacted the write"
+        )
+    },
+)
+
+
+def data_envelope(name: str, data: Any, *, write: bool = False) -> Any:
+    """`{data}` (and, on a write, `meta.redacted` when the secret policy redacted something)."""
+    fields: dict[str, Any] = {"data": data}
+    if write:
+        fields["meta"] = _WRITE_META.__class__(required=False)
+    return inline_serializer(name, fields)
+
+
+def _page_meta(name: str, *, outcome: bool) -> Any:
+    meta: dict[str, Any] = {
+        "total_count": serializers.IntegerField(min_value=0),
+        "limit": serializers.IntegerField(min_value=1),
+        "offset": serializers.IntegerField(min_value=0),
+    }
+    if outcome:
+        meta["outcome"] = serializers.ChoiceField(choices=OUTCOME_CHOICES)
+    return inline_serializer(name, meta)
+
+
+_PAGE_META = {True: _page_meta("PageMeta", outcome=True), False: _page_meta("ProjectPageMeta", outcome=False)}
+
+
+def page(name: str, item: serializers.Serializer, *, outcome: bool = True) -> Any:  # type: ignore[type-arg]
+    """`{data: [item], meta: {total_count, limit, offset[, outcome]}}`: every list (projects' carry no outcome)."""
+    return inline_serializer(name, {"data": item.__class__(many=True), "meta": _PAGE_META[outcome].__class__()})
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter(
+        "limit",
+        str,
+        description=f"an integer, clamped to 1..{MAX_PAGE_LIMIT}; read leniently (a leading integer; anything "
+        f"else is {DEFAULT_PAGE_LIMIT})",
+    ),
+    OpenApiParameter(
+        "offset", str, description="an integer ≥ 0; read leniently (a leading integer; anything else is 0)"
+    ),
+]

@@ -9,16 +9,13 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem import idempotency
 from loopmem.audit import Actor
 from loopmem.envelopes import paginated, with_redactions
 from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
@@ -32,6 +29,7 @@ from loopmem.views import ScopedViewSet
 from memory import envelopes, graduation, recall_modes, selectors, services
 from memory.models import Memory
 from memory.promotion import jobs as promotion
+from memory.schema import memory_schema
 from memory.serializers import (
     MAX_IMPORT_BYTES,
     BatchIn,
@@ -41,7 +39,6 @@ from memory.serializers import (
     MemoryOut,
     MemoryPatchIn,
     PromoteIn,
-    PromotionJobOut,
     RecallIn,
     RememberIn,
     SessionIdIn,
@@ -49,58 +46,6 @@ from memory.serializers import (
     SessionTurnOut,
     TierIn,
     import_rows,
-)
-
-FILTER_PARAMETERS = [
-    OpenApiParameter("tags", str, many=True, description="every tag must be on the memory (repeat or comma-separate)"),
-    OpenApiParameter("tags_any", str, many=True, description="at least one of these tags"),
-    OpenApiParameter("metadata", str, description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}'),
-    OpenApiParameter("created_after", OpenApiTypes.DATETIME, description="ISO 8601; strictly after"),
-    OpenApiParameter("created_before", OpenApiTypes.DATETIME, description="ISO 8601; strictly before"),
-    OpenApiParameter("min_confidence", float, description="0..1; confidence at least this"),
-]
-
-IDEMPOTENCY_KEY = OpenApiParameter(
-    idempotency.HEADER,
-    str,
-    location=OpenApiParameter.HEADER,
-    description="optional; 1-255 printable ASCII characters. A retry with the same key and body within the retention "
-    "window (24 h) replays the first answer (header `Idempotent-Replayed: true`); the same key with another body "
-    "is 422 `idempotency_key_reused`. Scoped to the caller's tenant and subject.",
-)
-
-BATCH_OUT = inline_serializer(
-    "MemoryBatchOut",
-    {
-        "data": serializers.ListField(
-            child=inline_serializer(
-                "MemoryBatchItem",
-                {
-                    "index": serializers.IntegerField(),
-                    "status": serializers.IntegerField(help_text="201, or the item's error status (422, 429, …)"),
-                    "memory": serializers.DictField(required=False, help_text="a memory, or a session turn"),
-                    "error": serializers.DictField(required=False, help_text="{status, code, message, details}"),
-                },
-            )
-        ),
-        "meta": inline_serializer(
-            "MemoryBatchMeta", {"created": serializers.IntegerField(), "failed": serializers.IntegerField()}
-        ),
-    },
-)
-IMPORT_OUT = inline_serializer(
-    "MemoryImportOut",
-    {
-        "data": inline_serializer(
-            "MemoryImportReport",
-            {
-                "lines": serializers.IntegerField(),
-                "created": serializers.IntegerField(),
-                "skipped": serializers.IntegerField(help_text="already held by the subject (same chain key)"),
-                "linked": serializers.IntegerField(help_text="supersede links written"),
-            },
-        )
-    },
 )
 
 
@@ -114,6 +59,7 @@ class NDJSONRenderer(BaseRenderer):
         return b"" if data is None else json.dumps(data).encode() + b"\n"
 
 
+@memory_schema
 class MemoryViewSet(ScopedViewSet):
     """The calling subject's memories. Tenant and subject come from the key; body fields cannot set them."""
 
@@ -121,7 +67,6 @@ class MemoryViewSet(ScopedViewSet):
     # Recall is a read sent as POST: it goes on during a custody halt.
     halt_exempt_actions = ("recall",)
 
-    @extend_schema(request=RememberIn, responses={201: MemoryOut}, parameters=[IDEMPOTENCY_KEY])
     def create(self, request: Request) -> Response:
         return self.idempotent(request, "remember", lambda: self._create(request))
 
@@ -140,22 +85,6 @@ class MemoryViewSet(ScopedViewSet):
         memory = services.memory_remember(scope=scope, report=redacted, **parse(RememberIn, body))
         return MemoryOut(memory).data
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-            OpenApiParameter("include_superseded", bool),
-            OpenApiParameter(
-                "source",
-                str,
-                enum=Memory.Source.values,
-                description="an unknown value applies no filter (reference §2.3)",
-            ),
-            OpenApiParameter("all_subjects", bool, description="superadmin oversight: every subject of the tenant"),
-            *FILTER_PARAMETERS,
-        ],
-        responses={200: MemoryOut(many=True)},
-    )
     def list(self, request: Request) -> Response:
         params = parse(MemoryListIn, request.query_params)
         limit, offset = page_params(request.query_params)
@@ -176,20 +105,10 @@ class MemoryViewSet(ScopedViewSet):
             return selectors.memory_rows(tenant_id=self.principal.require_tenant().id)
         return selectors.memory_rows(scope=self.scope)
 
-    @extend_schema(responses={200: MemoryOut})
     def retrieve(self, request: Request, pk: str) -> Response:
         """One memory, live or superseded (superseded rows are kept for audit)."""
         return Response({"data": MemoryOut(selectors.memory_get(self._addressable(), pk)).data})
 
-    @extend_schema(
-        request=MemoryPatchIn,
-        responses={
-            200: MemoryOut,
-            404: OpenApiResponse(description="not_found: not one of your memories"),
-            409: OpenApiResponse(description="already_superseded: details.superseded_by names the newer version"),
-            422: OpenApiResponse(description="validation_failed: no field, an unknown field, or a bad value"),
-        },
-    )
     def partial_update(self, request: Request, pk: str) -> Response:
         """Correct a memory: a new live version with the given fields replacing the old ones, linked by supersede.
 
@@ -200,14 +119,12 @@ class MemoryViewSet(ScopedViewSet):
         memory = services.memory_correct(scope=self.scope, memory_id=pk, report=redacted, actor=actor, **changes)
         return Response(with_redactions({"data": MemoryOut(memory).data}, redacted))
 
-    @extend_schema(responses={200: MemoryOut(many=True)})
     @action(detail=True, methods=["get"])
     def history(self, request: Request, pk: str) -> Response:
         """The memory's supersede chain, oldest first, up to the live version, whichever member is asked for."""
         chain = selectors.memory_history(self._addressable(), pk)
         return Response({"data": MemoryOut(chain, many=True).data})
 
-    @extend_schema(responses={200: OpenApiResponse(description="{data: {id, deleted: true}}"), 404: None})
     def destroy(self, request: Request, pk: str) -> Response:
         actor = Actor.of(self.principal, "DELETE /api/v1/memory/:id")
         if self.principal.role == ApiKey.Role.SUPERADMIN:
@@ -217,10 +134,6 @@ class MemoryViewSet(ScopedViewSet):
             memory_id = services.memory_forget(scope=self.scope, memory_id=pk, actor=actor)
         return Response({"data": {"id": str(memory_id), "deleted": True}})
 
-    @extend_schema(
-        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-        responses={200: SessionTurnOut(many=True)},
-    )
     @action(detail=False, methods=["get"], url_path=r"sessions/(?P<session_id>.+)")
     def session(self, request: Request, session_id: str) -> Response:
         """A session's unexpired turns in insertion order, for an agent resuming it."""
@@ -230,7 +143,6 @@ class MemoryViewSet(ScopedViewSet):
         turns = SessionTurnOut(history.results, many=True).data
         return Response(paginated(turns, total_count=history.total_count, limit=limit, offset=offset))
 
-    @extend_schema(request=None, responses={202: None})
     @action(detail=False, methods=["post"])
     def promote(self, request: Request) -> Response:
         """Compile a session into long-term memories, asynchronously. No job id: it would leak a global counter."""
@@ -238,14 +150,12 @@ class MemoryViewSet(ScopedViewSet):
         promotion.promotion_request(scope=self.scope, session_id=session_id)
         return Response({"data": {"session_id": session_id, "status": "enqueued"}}, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses={200: PromotionJobOut})
     @action(detail=False, methods=["get"], url_path=r"promote/(?P<session_id>.+)")
     def promotion(self, request: Request, session_id: str) -> Response:
         """Your last promotion job for one of your sessions: status, compiler, counts, written memory ids."""
         parse(PromoteIn, {"session_id": session_id})  # the same rule as the promote it watches
         return Response(envelopes.promotion_job(promotion.promotion_status(scope=self.scope, session_id=session_id)))
 
-    @extend_schema(request=RecallIn, responses={200: None})
     @action(detail=False, methods=["post"])
     def recall(self, request: Request) -> Response:
         args = parse_body(RecallIn, request)
@@ -256,7 +166,6 @@ class MemoryViewSet(ScopedViewSet):
         )
         return Response(envelopes.recall(result))
 
-    @extend_schema(request=None, responses={200: None, 201: None})
     @action(detail=False, methods=["post"])
     def graduate(self, request: Request) -> Response:
         """Propose one of your memories as an owner-visible knowledge article, through the novelty gate."""
@@ -267,15 +176,6 @@ class MemoryViewSet(ScopedViewSet):
             status=status.HTTP_201_CREATED if proposal.created else status.HTTP_200_OK,
         )
 
-    @extend_schema(
-        request=BatchIn,
-        parameters=[IDEMPOTENCY_KEY],
-        responses={
-            200: OpenApiResponse(
-                BATCH_OUT, description="per item: 201 with `memory`, or its error status with `error`, in order"
-            )
-        },
-    )
     @action(detail=False, methods=["post"])
     def batch(self, request: Request) -> Response:
         """Remember up to 100 bodies (either tier), each validated and written on its own, in order.
@@ -306,15 +206,6 @@ class MemoryViewSet(ScopedViewSet):
             body = error_body(error.status, error.code, error.message, error.details)
             return {"index": index, "status": error.status, "error": body["error"]}
 
-    @extend_schema(
-        parameters=[OpenApiParameter("include_superseded", bool, description="also the superseded versions")],
-        responses={
-            (200, envelopes.EXPORT_CONTENT_TYPE): OpenApiResponse(
-                OpenApiTypes.STR,
-                description="NDJSON: one memory object per line, oldest first, plus `supersedes`; no embedding",
-            )
-        },
-    )
     @action(detail=False, methods=["get"], renderer_classes=[JSONRenderer, NDJSONRenderer])
     def export(self, request: Request) -> StreamingHttpResponse:
         """Stream your live memories (or all versions) as NDJSON, with their provenance; `import` reads it back."""
@@ -324,20 +215,6 @@ class MemoryViewSet(ScopedViewSet):
         response["Content-Disposition"] = 'attachment; filename="memories.ndjson"'
         return response
 
-    @extend_schema(
-        request={
-            envelopes.EXPORT_CONTENT_TYPE: OpenApiTypes.STR,
-            "application/json": {"type": "array", "items": {"type": "object"}},
-        },
-        responses={
-            200: IMPORT_OUT,
-            413: OpenApiResponse(description="payload_too_large: over 10 MB"),
-            422: OpenApiResponse(
-                description="validation_failed (nothing written; `details` names each bad `line N`), or "
-                "quota_exceeded (the import stopped there; `details.written` rows were written before it)"
-            ),
-        },
-    )
     @action(detail=False, methods=["post"], url_path="import", url_name="import", max_body_bytes=MAX_IMPORT_BYTES)
     def import_memories(self, request: Request) -> Response:
         """Import memories from NDJSON or a JSON array (≤ 10 MB), e.g. an export: supersede chains are rebuilt,

@@ -67,7 +67,10 @@ class TierIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory: which tier the body is for (and its project, checked first)."""
 
     project_id = ProjectIdField()
-    tier = WireField(_tier)
+    tier = WireField(
+        _tier,
+        schema={"type": "string", "enum": [*TIERS, ""], "nullable": True, "description": "absent is long_term"},
+    )
 
 
 class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
@@ -123,6 +126,13 @@ class MemoryOut(serializers.ModelSerializer):  # type: ignore[type-arg]
         return "long_term"
 
 
+@extend_schema_field(
+    {
+        "anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "maxLength": 0}],
+        "nullable": True,
+        "description": "ISO 8601 (naive means UTC); null or blank is the server's default",
+    }
+)
 class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
     """null or "" → None (server default); an ISO 8601 datetime (naive means UTC) → aware datetime."""
 
@@ -269,7 +279,12 @@ class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
         if parsed is None:
             self.fail("invalid", value=data)
         assert parsed is not None
-        return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+        aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+        try:
+            # In UTC: PostgreSQL refuses an offset past ±15:59 (a 500 before), Python accepts up to ±23:59.
+            return aware.astimezone(UTC)
+        except OverflowError:
+            self.fail("invalid", value=data)
 
     def to_representation(self, value: datetime) -> str:
         return value.isoformat()
@@ -316,6 +331,14 @@ def memory_filters(values: Mapping[str, Any]) -> MemoryFilters:
     )
 
 
+RECALL_MODE_SCHEMA = {
+    "type": "string",
+    "enum": [*RECALL_MODES, ""],
+    "nullable": True,
+    "description": f"absent, null or blank is {DEFAULT_MODE}",
+}
+
+
 def recall_mode(value: object) -> RecallMode:
     """`mode` of a recall: absent, null or "" is today's `semantic`; anything but a known mode is 422."""
     if value is None or value == "":
@@ -331,10 +354,10 @@ class RecallIn(MemoryFiltersIn):
     stops parsing at once), then the filters and the other fields."""
 
     project_id = ProjectIdField()
-    query = WireField(_query)
+    query = WireField(_query, schema={"type": "string", "nullable": True, "description": "422 `invalid_query` if not"})
     limit = LenientIntField(DEFAULT_RECALL_K)
     include_superseded = FlagField()
-    mode = WireField(recall_mode)
+    mode = WireField(recall_mode, schema=RECALL_MODE_SCHEMA)
 
 
 class PromoteIn(serializers.Serializer):  # type: ignore[type-arg]
@@ -346,8 +369,16 @@ class PromoteIn(serializers.Serializer):  # type: ignore[type-arg]
 class GraduateIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory/graduate."""
 
-    memory_id = WireField(_memory_id)
-    re_scope = WireField(_re_scope)
+    memory_id = WireField(
+        _memory_id,
+        required=True,
+        allow_null=False,
+        schema={"type": "string", "format": "uuid", "description": "one of your memories (422 `invalid_memory_id`)"},
+    )
+    re_scope = WireField(
+        _re_scope,
+        schema={"type": "string", "enum": ["inherit", "global"], "nullable": True, "description": "absent is inherit"},
+    )
 
 
 class MemoryListIn(MemoryFiltersIn):

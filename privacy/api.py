@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -11,9 +10,11 @@ from loopmem.inputs import parse_body
 from loopmem.models import ApiKey
 from loopmem.views import ScopedViewSet
 from privacy import erasure
+from privacy.schema import erasure_schema
 from privacy.serializers import ErasureIn
 
 
+@erasure_schema
 class ErasureViewSet(ScopedViewSet):
     """Erase a subject (docs/security.md): superadmin keys only, impersonating the subject's tenant.
 
@@ -21,7 +22,6 @@ class ErasureViewSet(ScopedViewSet):
     access ledger, Redis), and a dry run must be askable.
     """
 
-    @extend_schema(request=ErasureIn, responses={200: None})
     def create(self, request: Request) -> Response:
         self.principal.require_role(ApiKey.Role.SUPERADMIN)
         args = parse_body(ErasureIn, request)

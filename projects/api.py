@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -15,15 +14,16 @@ from loopmem.params import page_params
 from loopmem.secret_policy import SecretReport
 from loopmem.views import ScopedViewSet
 from projects import selectors, services
+from projects.schema import project_schema
 from projects.serializers import ProjectIn, ProjectOut, ProjectResolveIn
 
 _CREATORS = (ApiKey.Role.USER, ApiKey.Role.ORCHESTRATOR, ApiKey.Role.SUPERADMIN)
 
 
+@project_schema
 class ProjectViewSet(ScopedViewSet):
     """Projects of the caller's tenant (or the impersonated one)."""
 
-    @extend_schema(request=ProjectIn, responses={201: ProjectOut})
     def create(self, request: Request) -> Response:
         self.principal.require_role(*_CREATORS)
         tenant = self.principal.require_tenant()
@@ -31,14 +31,6 @@ class ProjectViewSet(ScopedViewSet):
         project = services.project_create(tenant_id=tenant.id, report=redacted, **parse(ProjectIn, request.data))
         return Response(with_redactions({"data": ProjectOut(project).data}, redacted), status=status.HTTP_201_CREATED)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-            OpenApiParameter("status", str, enum=["active", "archived"]),
-        ],
-        responses={200: ProjectOut(many=True)},
-    )
     def list(self, request: Request) -> Response:
         tenant = self.principal.require_tenant()
         limit, offset = page_params(request.query_params)
@@ -47,7 +39,6 @@ class ProjectViewSet(ScopedViewSet):
         # Projects are not a memory read: the reference gives their list no `outcome`.
         return Response(paginated(page, total_count=projects.count(), limit=limit, offset=offset, outcome=False))
 
-    @extend_schema(parameters=[ProjectResolveIn], responses={200: ProjectOut})
     @action(detail=False, methods=["get"])
     def resolve(self, request: Request) -> Response:
         tenant = self.principal.require_tenant()

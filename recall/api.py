@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,16 +10,17 @@ from knowledge.visibility import viewer_for
 from loopmem.inputs import json_object, parse, parse_body
 from loopmem.views import ScopedViewSet
 from recall import envelopes, services
+from recall.schema import recall_schema
 from recall.serializers import RecallContextIn, ReferencedIn
 
 
+@recall_schema
 class RecallViewSet(ScopedViewSet):
     """The one call an agent makes at the start of a task."""
 
     # Merged recall is a read sent as POST: it goes on during a custody halt. `referenced` is a write.
     halt_exempt_actions = ("create",)
 
-    @extend_schema(request=RecallContextIn, responses={200: None})
     def create(self, request: Request) -> Response:
         args = parse_body(RecallContextIn, request)
         context = services.recall_context(
@@ -32,7 +32,6 @@ class RecallViewSet(ScopedViewSet):
         )
         return Response(envelopes.recall(context))
 
-    @extend_schema(request=None, responses={200: None})
     @action(detail=False, methods=["post"], url_path=r"(?P<recall_id>[^/]+)/referenced")
     def referenced(self, request: Request, recall_id: str) -> Response:
         args = parse(ReferencedIn, {**json_object(request), "recall_id": recall_id})

@@ -16,7 +16,7 @@ from loopmem.errors import (
 )
 from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
 from loopmem.params import canonical_uuid
-from memory.serializers import MemoryFiltersIn, recall_mode
+from memory.serializers import RECALL_MODE_SCHEMA, MemoryFiltersIn, recall_mode
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
 
 MAX_QUERY_CHARS = 500
@@ -55,15 +55,39 @@ class RecallContextIn(MemoryFiltersIn):
     into `filters`) narrow the memory half only."""
 
     project_id = ProjectIdField()
-    query = WireField(_query)
+    query = WireField(
+        _query,
+        required=True,
+        allow_null=False,
+        schema={
+            "type": "string",
+            "pattern": r"\S",
+            "maxLength": MAX_QUERY_CHARS,
+            "description": "not blank (422 `invalid_query`); at most 500 characters once trimmed "
+            "(422 `query_too_long`)",
+        },
+    )
     session_id = SessionIdField(missing=None, too_long=InvalidSessionId, strip=True)
     limit = LenientIntField(DEFAULT_LIMIT)
-    mode = WireField(recall_mode)  # how the memory half reads: semantic (default) | keyword | hybrid
+    mode = WireField(
+        recall_mode, schema=RECALL_MODE_SCHEMA
+    )  # how the memory half reads: semantic (default) | keyword | hybrid
 
 
 class ReferencedIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/recall/:recall_id/referenced (the path's id joins the body)."""
 
     project_id = ProjectIdField()
-    recall_id = WireField(_recall_id)
-    article_ids = WireField(_article_ids)
+    recall_id = WireField(_recall_id, schema={"type": "string", "format": "uuid"})
+    article_ids = WireField(
+        _article_ids,
+        required=True,
+        allow_null=False,
+        schema={
+            "type": "array",
+            "items": {"type": "string", "format": "uuid"},
+            "minItems": 1,
+            "maxItems": MAX_REFERENCED,
+            "description": "articles this recall surfaced (422 `not_surfaced` otherwise)",
+        },
+    )

@@ -186,8 +186,11 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["loopmem.edge.StrictJSONParser"],
     "EXCEPTION_HANDLER": "loopmem.http_errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "loopmem.schema.EnvelopeAutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # No `?format=` override: an unknown value would be an undocumented 404 on every route (content negotiation
+    # is the Accept header's job; the export is NDJSON whatever is asked).
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "loopmem API",
@@ -200,6 +203,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # A text field that refuses "" says so (minLength 1).
+    "ENFORCE_NON_BLANK_FIELDS": True,
+    # Every error response points at one `Error` component (loopmem/schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "loopmem.schema.error_component"],
 }
 
 # How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.idempotency); older

@@ -46,3 +46,18 @@ def test_a_malformed_list_filter_is_422_naming_the_field(agent, query, field):
     response = agent.get(f"/api/v1/memory?{query}")
     assert response.status_code == 422
     assert list(response.json()["error"]["details"]) == [field]
+
+
+@pytest.mark.django_db(databases=["default", "heavy_read"])
+@pytest.mark.parametrize("url", ["/api/v1/memory/recall", "/api/v1/recall"])
+def test_a_time_filter_with_an_offset_postgres_cannot_hold_is_read_in_utc_not_a_500(agent, url):
+    # Found by schemathesis: +17:16 is a valid ISO 8601 offset, but PostgreSQL refuses past ±15:59 (was a 500).
+    response = agent.post(url, {"query": "deploy", "created_after": "2715-06-19T10:22:05+17:16"}, format="json")
+    assert response.status_code == 200, response.json()
+
+
+def test_a_time_filter_past_the_calendars_end_is_422(agent):
+    response = agent.post("/api/v1/memory/recall", {"created_before": "9999-12-31T23:59:59-23:59"}, format="json")
+    body = response.json()
+    assert (response.status_code, body["error"]["code"]) == (422, "validation_failed"), body
+    assert list(body["error"]["details"]) == ["created_before"]

@@ -20,8 +20,10 @@ def schema(django_db_blocker):
 
 
 def _body(schema, operation, content_type="application/json"):
-    ref = operation["requestBody"]["content"][content_type]["schema"]["$ref"]
-    return schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    body = operation["requestBody"]["content"][content_type]["schema"]
+    if "$ref" not in body:
+        return body  # an inline schema (a correction's: at least one field, no other)
+    return schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
 
 
 def test_one_memory_get_correct_and_forget(schema):
@@ -53,3 +55,16 @@ def test_the_filters_on_recall_merged_recall_and_list(schema):
     assert FILTERS | {"query", "session_id"} <= set(_body(schema, merged)["properties"])
     listing = schema["paths"]["/api/v1/memory"]["get"]
     assert {p["name"] for p in listing["parameters"]} >= FILTERS
+
+
+def test_lists_are_envelopes_and_every_error_is_the_error_component(schema):
+    listing = schema["paths"]["/api/v1/memory"]["get"]["responses"]
+    page = listing["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert set(schema["components"]["schemas"][page]["properties"]) == {"data", "meta"}
+    forget = schema["paths"]["/api/v1/memory/{id}"]["delete"]["responses"]
+    assert "200" in forget
+    assert "204" not in forget
+    error = forget["404"]["content"]["application/json"]["schema"]["allOf"]
+    assert error[0] == {"$ref": "#/components/schemas/Error"}
+    assert error[1]["properties"]["error"]["properties"]["code"]["enum"] == ["not_found"]
+    assert {"401", "429"} <= set(forget)

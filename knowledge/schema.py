@@ -1,0 +1,195 @@
+"""OpenAPI for /api/v1/knowledge: each operation's request, its success envelope and every error it can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import serializers
+
+from knowledge.models import MAX_BODY_BYTES, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_TITLE_LENGTH, Article
+from knowledge.selectors import MAX_QUERY_LENGTH, SEARCH_MODES
+from knowledge.serializers import ArticleOut, ArticlePatchIn, ArticleProposeIn, ArticleSummaryOut
+from knowledge.tags import MAX_TAG_LENGTH, MAX_TAGS
+from loopmem.errors import (
+    BadRequest,
+    DuplicateTitle,
+    EmbeddingUnavailable,
+    Forbidden,
+    GateUnavailable,
+    InvalidProjectId,
+    NotFound,
+    SecretDetected,
+    ValidationFailed,
+)
+from loopmem.schema import OUTCOME, PAGE_PARAMETERS, data_envelope, page, responses
+
+# What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
+NOT_BLANK = r"\S"
+TAGS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "maxItems": MAX_TAGS,
+    "items": {
+        "type": "string",
+        "maxLength": MAX_TAG_LENGTH,
+        "pattern": r"^\s*[A-Za-z0-9][A-Za-z0-9_.:-]*\s*$",
+        "description": "trimmed and lowercased; `idem-*` tags of the wrong shape are dropped",
+    },
+}
+
+
+def _not_blank(**kwargs: Any) -> Any:
+    """Text with something in it (the service refuses a blank title or body): `pattern` in the schema."""
+    return serializers.RegexField(NOT_BLANK, trim_whitespace=False, **kwargs)
+
+
+@extend_schema_field(TAGS_SCHEMA)
+class ArticleTagsField(serializers.ListField):
+    """Documentation only: an article's tags as the service accepts them."""
+
+
+class ArticleProposeBodyIn(ArticleProposeIn):
+    """POST /api/v1/knowledge/articles, with the service's rules on title, body and tags in the schema."""
+
+    title = _not_blank(max_length=MAX_TITLE_LENGTH)
+    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes")
+    idempotency_key = serializers.CharField(
+        max_length=MAX_IDEMPOTENCY_KEY_LENGTH, required=False, allow_null=True, allow_blank=True
+    )
+    tags = ArticleTagsField(required=False)
+
+
+class ArticlePatchBodyIn(ArticlePatchIn):
+    """PATCH /api/v1/knowledge/articles/:id, with the service's rules on title, body and tags in the schema."""
+
+    title = _not_blank(max_length=MAX_TITLE_LENGTH, required=False)
+    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes", required=False)
+    tags = ArticleTagsField(required=False)
+
+
+def proposal_out(**kwargs: Any) -> Any:
+    """{data: {verdict, created, article}}: the novelty gate's answer to a proposal (and to a graduation)."""
+    return data_envelope(
+        "ArticleProposalOut",
+        inline_serializer(
+            "ArticleProposal",
+            {
+                "verdict": serializers.CharField(),
+                "created": serializers.BooleanField(),
+                "article": ArticleSummaryOut(allow_null=True),
+            },
+        ),
+        write=True,
+    )
+
+
+PROPOSAL_OUT = proposal_out()
+
+SEARCH_OUT = inline_serializer(
+    "KnowledgeSearchOut",
+    {
+        "data": inline_serializer(
+            "KnowledgeSearchHit",
+            {
+                "id": serializers.UUIDField(),
+                "title": serializers.CharField(),
+                "category": serializers.ChoiceField(choices=Article.Category.values),
+                "tags": serializers.ListField(child=serializers.CharField()),
+                "score": serializers.FloatField(allow_null=True),
+                "snippet": serializers.CharField(allow_blank=True),
+            },
+            many=True,
+        ),
+        "meta": inline_serializer(
+            "KnowledgeSearchMeta",
+            {
+                "total_count": serializers.IntegerField(),
+                "limit": serializers.IntegerField(),
+                "offset": serializers.IntegerField(),
+                "search_mode": serializers.CharField(allow_null=True),
+                "search_id": serializers.UUIDField(),
+                "fallback": serializers.BooleanField(),
+                "fallback_reason": serializers.CharField(allow_null=True),
+                "pool_capped": serializers.BooleanField(),
+                "outcome": OUTCOME,
+            },
+        ),
+    },
+)
+
+LIST_FILTERS = [
+    OpenApiParameter("category", str, enum=[*Article.Category.values, ""], description="blank is absent"),
+    OpenApiParameter("tags", str, description="comma-separated; an article must carry all of them"),
+]
+
+article_schema = extend_schema_view(
+    create=extend_schema(
+        request=ArticleProposeBodyIn,
+        responses=responses(
+            {
+                200: OpenApiResponse(PROPOSAL_OUT, description="not created (the novelty gate's verdict says why)"),
+                201: OpenApiResponse(PROPOSAL_OUT, description="an article was created"),
+            },
+            ValidationFailed,
+            InvalidProjectId,
+            DuplicateTitle,
+            SecretDetected,
+            GateUnavailable,
+            body=True,
+            write=True,
+        ),
+    ),
+    list=extend_schema(
+        parameters=[
+            *PAGE_PARAMETERS,
+            OpenApiParameter("status", str, enum=[*Article.Status.values, ""], description="blank is absent"),
+            *LIST_FILTERS,
+            OpenApiParameter("project_id", OpenApiTypes.UUID, description="that project's articles only"),
+        ],
+        responses=responses(
+            {200: page("ArticlePage", ArticleSummaryOut())}, BadRequest, InvalidProjectId, ValidationFailed
+        ),
+    ),
+    retrieve=extend_schema(responses=responses({200: data_envelope("ArticleGetOut", ArticleOut())}, NotFound)),
+    partial_update=extend_schema(
+        request=ArticlePatchBodyIn,
+        responses=responses(
+            {200: data_envelope("ArticlePatchOut", ArticleOut(), write=True)},
+            NotFound,
+            Forbidden,
+            DuplicateTitle,
+            ValidationFailed,
+            SecretDetected,
+            body=True,
+            write=True,
+        ),
+    ),
+)
+
+search_schema = extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "q",
+                str,
+                required=True,
+                pattern=NOT_BLANK,
+                description=f"not blank, at most {MAX_QUERY_LENGTH} characters once trimmed (400 `bad_request`); "
+                "`query` is an alias",
+            ),
+            OpenApiParameter("mode", str, enum=[*SEARCH_MODES, ""], description="blank is combined"),
+            OpenApiParameter("project_id", OpenApiTypes.UUID, description="the global articles plus this project's"),
+            *LIST_FILTERS,
+            *PAGE_PARAMETERS,
+        ],
+        responses=responses({200: SEARCH_OUT}, BadRequest, InvalidProjectId, EmbeddingUnavailable),
+    ),
+)

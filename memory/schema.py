@@ -1,0 +1,357 @@
+"""OpenAPI for /api/v1/memory: each operation's request, its success envelope and every error it can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import serializers
+
+from knowledge.schema import PROPOSAL_OUT
+from loopmem import idempotency
+from loopmem.errors import (
+    AlreadyGraduated,
+    AlreadySuperseded,
+    DuplicateTitle,
+    GateUnavailable,
+    HeavyReadOverloaded,
+    IdempotencyKeyReused,
+    InvalidIdempotencyKey,
+    InvalidMemoryId,
+    InvalidProjectId,
+    InvalidQuery,
+    InvalidReScope,
+    InvalidSessionId,
+    InvalidText,
+    MissingSessionId,
+    NotFound,
+    PayloadTooLarge,
+    PromotionBudgetExceeded,
+    QuotaExceeded,
+    SecretDetected,
+    TooDeeplyNested,
+    ValidationFailed,
+)
+from loopmem.inputs import ProjectIdField
+from loopmem.schema import FLAG_PARAMETER, OUTCOME, PAGE_PARAMETERS, data_envelope, page, responses
+from memory.envelopes import EXPORT_CONTENT_TYPE
+from memory.models import Memory
+from memory.serializers import (
+    MAX_BATCH,
+    BatchIn,
+    GraduateIn,
+    ImportLineIn,
+    MemoryOut,
+    PromoteIn,
+    PromotionJobOut,
+    RecallIn,
+    RememberIn,
+    SessionTurnIn,
+    SessionTurnOut,
+)
+
+
+class LongTermBodyIn(RememberIn):
+    """POST /api/v1/memory, long-term tier (the default), as the schema shows it."""
+
+    project_id = ProjectIdField()
+    tier = serializers.ChoiceField(choices=["long_term", ""], required=False, allow_null=True)
+
+
+class SessionTurnBodyIn(SessionTurnIn):
+    """POST /api/v1/memory with tier "session", as the schema shows it."""
+
+    project_id = ProjectIdField()
+    tier = serializers.ChoiceField(choices=["session"])
+
+
+class BatchBodyIn(BatchIn):
+    """POST /api/v1/memory/batch: each item is a remember body (either tier), validated on its own."""
+
+    memories = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_BATCH)
+
+
+# A correction names at least one field and no other (MemoryPatchIn.to_internal_value).
+PATCH_IN = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "minLength": 1},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "nullable": True},
+        "metadata": {"type": "object", "additionalProperties": {}, "nullable": True},
+    },
+    "minProperties": 1,
+    "additionalProperties": False,
+}
+
+REMEMBER_IN = PolymorphicProxySerializer(
+    component_name="RememberIn",
+    serializers=[LongTermBodyIn, SessionTurnBodyIn],
+    resource_type_field_name=None,
+)
+
+
+def remembered_out(**kwargs: Any) -> PolymorphicProxySerializer:
+    """What a remember wrote: a long-term memory or a session turn."""
+    return PolymorphicProxySerializer(
+        component_name="RememberedOut",
+        serializers=[MemoryOut, SessionTurnOut],
+        resource_type_field_name=None,
+        **kwargs,
+    )
+
+
+# A remember body's own errors (either tier), on POST /memory and on each item of a batch.
+REMEMBER_ERRORS = (ValidationFailed, InvalidProjectId, QuotaExceeded, SecretDetected)
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    idempotency.HEADER,
+    str,
+    location=OpenApiParameter.HEADER,
+    description="optional; 1-255 printable ASCII characters. A retry with the same key and body within the retention "
+    "window (24 h) replays the first answer (header `Idempotent-Replayed: true`); the same key with another body "
+    "is 422 `idempotency_key_reused`. Scoped to the caller's tenant and subject.",
+)
+IDEMPOTENCY_ERRORS = (InvalidIdempotencyKey, IdempotencyKeyReused)
+
+FILTER_PARAMETERS = [
+    OpenApiParameter("tags", str, many=True, description="every tag must be on the memory (repeat or comma-separate)"),
+    OpenApiParameter("tags_any", str, many=True, description="at least one of these tags"),
+    OpenApiParameter("metadata", str, description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}'),
+    OpenApiParameter("created_after", OpenApiTypes.DATETIME, description="ISO 8601 datetime or date; strictly after"),
+    OpenApiParameter("created_before", OpenApiTypes.DATETIME, description="ISO 8601 datetime or date; before"),
+    OpenApiParameter("min_confidence", float, description="0..1; confidence at least this"),
+]
+
+
+def lane_scores(**kwargs: Any) -> serializers.Serializer:  # type: ignore[type-arg]
+    return inline_serializer(
+        "LaneScores",
+        {"semantic": serializers.FloatField(allow_null=True), "keyword": serializers.FloatField(allow_null=True)},
+        **kwargs,
+    )
+
+
+RECALL_META = inline_serializer(
+    "MemoryRecallMeta",
+    {
+        "total_count": serializers.IntegerField(),
+        "fallback": serializers.BooleanField(),
+        "reason": serializers.CharField(allow_null=True, help_text="why the fallback ran, or null"),
+        "underfilled": serializers.BooleanField(),
+        "recall_path": serializers.ChoiceField(choices=["exact", "ann"], required=False),
+        "ann_iterative_scan": serializers.CharField(required=False, help_text="only when the ANN index ran"),
+        "ann_iterative_scan_reason": serializers.CharField(required=False),
+        "mode": serializers.ChoiceField(choices=["keyword", "hybrid"], required=False, help_text="keyword, hybrid"),
+        "lane_counts": serializers.DictField(child=serializers.IntegerField(), required=False),
+        "answer_confidence": serializers.CharField(required=False, allow_null=True),
+        "lane_lost": serializers.CharField(required=False),
+        "outcome": OUTCOME,
+    },
+)
+RECALL_OUT = inline_serializer(
+    "MemoryRecallOut",
+    {
+        "data": inline_serializer(
+            "MemoryRecallHit",
+            {
+                "memory": MemoryOut(),
+                "score": serializers.FloatField(allow_null=True),
+                "scores": lane_scores(required=False, help_text="keyword and hybrid modes only"),
+            },
+            many=True,
+        ),
+        "meta": RECALL_META,
+    },
+)
+
+BATCH_OUT = inline_serializer(
+    "MemoryBatchOut",
+    {
+        "data": inline_serializer(
+            "MemoryBatchItem",
+            {
+                "index": serializers.IntegerField(),
+                "status": serializers.IntegerField(help_text="201, or the item's error status (422, 429, …)"),
+                "memory": remembered_out(required=False),
+                "error": serializers.DictField(required=False, help_text="{status, code, message, details}"),
+                "meta": serializers.DictField(required=False, help_text="{redacted}, as on a single write"),
+            },
+            many=True,
+        ),
+        "meta": inline_serializer(
+            "MemoryBatchMeta", {"created": serializers.IntegerField(), "failed": serializers.IntegerField()}
+        ),
+    },
+)
+IMPORT_OUT = data_envelope(
+    "MemoryImportOut",
+    inline_serializer(
+        "MemoryImportReport",
+        {
+            "lines": serializers.IntegerField(),
+            "created": serializers.IntegerField(),
+            "skipped": serializers.IntegerField(help_text="already held by the subject (same chain key)"),
+            "linked": serializers.IntegerField(help_text="supersede links written"),
+        },
+    ),
+)
+FORGOTTEN_OUT = data_envelope(
+    "MemoryForgottenOut",
+    inline_serializer(
+        "MemoryForgotten",
+        {"id": serializers.UUIDField(), "deleted": serializers.BooleanField()},
+    ),
+)
+PROMOTE_OUT = data_envelope(
+    "PromotionEnqueuedOut",
+    inline_serializer(
+        "PromotionEnqueued",
+        {"session_id": serializers.CharField(), "status": serializers.ChoiceField(choices=["enqueued"])},
+    ),
+)
+
+memory_schema = extend_schema_view(
+    create=extend_schema(
+        request=REMEMBER_IN,
+        parameters=[IDEMPOTENCY_KEY],
+        responses=responses(
+            {201: data_envelope("RememberOut", remembered_out(), write=True)},
+            *REMEMBER_ERRORS,
+            *IDEMPOTENCY_ERRORS,
+            body=True,
+            write=True,
+        ),
+    ),
+    list=extend_schema(
+        parameters=[
+            *PAGE_PARAMETERS,
+            OpenApiParameter("include_superseded", str, description=FLAG_PARAMETER),
+            OpenApiParameter(
+                "source",
+                str,
+                description=f"{', '.join(Memory.Source.values)}; any other value applies no filter (reference §2.3)",
+            ),
+            OpenApiParameter(
+                "all_subjects", str, description=f"superadmin oversight: every subject of the tenant. {FLAG_PARAMETER}"
+            ),
+            *FILTER_PARAMETERS,
+        ],
+        responses=responses({200: page("MemoryPage", MemoryOut())}, ValidationFailed),
+    ),
+    retrieve=extend_schema(responses=responses({200: data_envelope("MemoryGetOut", MemoryOut())}, NotFound)),
+    partial_update=extend_schema(
+        request={"application/json": PATCH_IN},
+        responses=responses(
+            {200: data_envelope("MemoryCorrectOut", MemoryOut(), write=True)},
+            NotFound,
+            AlreadySuperseded,
+            ValidationFailed,
+            SecretDetected,
+            QuotaExceeded,
+            body=True,
+            write=True,
+        ),
+    ),
+    destroy=extend_schema(responses=responses({200: FORGOTTEN_OUT}, NotFound, write=True)),
+    history=extend_schema(
+        responses=responses({200: data_envelope("MemoryHistoryOut", MemoryOut(many=True))}, NotFound)
+    ),
+    session=extend_schema(
+        parameters=PAGE_PARAMETERS,
+        # A session id holding a newline matches no route: 404.
+        responses=responses({200: page("SessionTurnPage", SessionTurnOut())}, ValidationFailed, NotFound),
+    ),
+    promote=extend_schema(
+        request=PromoteIn,
+        responses=responses(
+            {202: PROMOTE_OUT},
+            MissingSessionId,
+            InvalidSessionId,
+            PromotionBudgetExceeded,
+            body=True,
+            write=True,
+        ),
+    ),
+    promotion=extend_schema(
+        responses=responses(
+            {200: data_envelope("PromotionJobGetOut", PromotionJobOut())}, NotFound, MissingSessionId, InvalidSessionId
+        )
+    ),
+    # A read sent as POST: exempt from the custody halt.
+    recall=extend_schema(
+        request=RecallIn,
+        responses=responses(
+            {200: RECALL_OUT}, InvalidProjectId, InvalidQuery, ValidationFailed, HeavyReadOverloaded, body=True
+        ),
+    ),
+    graduate=extend_schema(
+        request=GraduateIn,
+        responses=responses(
+            {
+                200: OpenApiResponse(PROPOSAL_OUT, description="not created (the novelty gate's verdict says why)"),
+                201: OpenApiResponse(PROPOSAL_OUT, description="an article was created"),
+            },
+            InvalidMemoryId,
+            InvalidReScope,
+            NotFound,
+            AlreadyGraduated,
+            DuplicateTitle,
+            GateUnavailable,
+            body=True,
+            write=True,
+        ),
+    ),
+    batch=extend_schema(
+        request=BatchBodyIn,
+        parameters=[IDEMPOTENCY_KEY],
+        responses=responses(
+            {
+                200: OpenApiResponse(
+                    BATCH_OUT, description="per item: 201 with `memory`, or its error status with `error`, in order"
+                )
+            },
+            *IDEMPOTENCY_ERRORS,
+            body=True,
+            write=True,
+        ),
+    ),
+    export=extend_schema(
+        parameters=[
+            OpenApiParameter("include_superseded", str, description=f"also the superseded versions. {FLAG_PARAMETER}")
+        ],
+        responses=responses(
+            {
+                (200, EXPORT_CONTENT_TYPE): OpenApiResponse(
+                    OpenApiTypes.STR,
+                    description="NDJSON: one memory object per line, oldest first, plus `supersedes`; no embedding",
+                )
+            }
+        ),
+    ),
+    import_memories=extend_schema(
+        request={
+            EXPORT_CONTENT_TYPE: OpenApiTypes.STR,
+            "application/json": ImportLineIn(many=True),
+        },
+        responses=responses(
+            {200: IMPORT_OUT},
+            # The body is read raw (NDJSON or a JSON array), not through the JSON parser: no 415.
+            PayloadTooLarge,
+            InvalidText,
+            TooDeeplyNested,
+            ValidationFailed,
+            QuotaExceeded,
+            SecretDetected,
+            write=True,
+        ),
+    ),
+)
