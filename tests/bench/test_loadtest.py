@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
@@ -47,7 +48,7 @@ def test_the_check_counts_a_missing_or_foreign_write_as_lost(tenant, other_tenan
     mine = Memory.objects.create(tenant=tenant, subject_id="load-1", text="kept")
     foreign = Memory.objects.create(tenant=other_tenant, subject_id="load-1", text="elsewhere")  # not the run's tenant
     turn = SessionTurn.objects.create(tenant=tenant, subject_id="load-1", session_id="s", role="user", content="hi",
-                                      expires_at=timezone.now() + timezone.timedelta(hours=2))  # fmt: skip
+                                      expires_at=timezone.now() + timedelta(hours=2))  # fmt: skip
     acknowledged = {"memories": [str(mine.id), str(foreign.id), str(uuid.uuid4())], "turns": [str(turn.id)]}
     check = lost_write_check(tenant=tenant, acknowledged=acknowledged)
     assert (check.acknowledged, check.present, check.lost) == (
