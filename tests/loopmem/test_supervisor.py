@@ -150,7 +150,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                                stderr=subprocess.STDOUT)  # fmt: skip
     running = Stack(process=process, data_dir=data_dir, port=port)
     try:
-        started = _wait_for(lambda: running.ready() and set(running.children()) == set(CHILD_NAMES), 180)
+        started = _wait_for(lambda: running.ready() and set(running.children()) == set(CHILD_NAMES), 300)
         if not started:
             pytest.fail(f"manage.py serve did not start:\n{(data_dir / 'serve.log').read_text(errors='replace')}")
         yield running
