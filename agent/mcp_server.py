@@ -109,7 +109,11 @@ def build_server(client: LoopmemClient) -> MCPServer:
         ] = None,
         content: Annotated[str | None, Field(description="The turn's text (session tier).")] = None,
         expires_at: Annotated[
-            str | None, Field(description="ISO 8601; the server keeps turns at least until its sweep window.")
+            str | None,
+            Field(
+                description="ISO 8601 (session tier). Missing: the turn expires after the server's TTL (2 h by "
+                "default). Later than that: kept. Earlier than the promotion sweep window (90 min): raised to it."
+            ),
         ] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
         project_id: ProjectId = None,

@@ -4,15 +4,18 @@ Every stage logs a structured `memory_promotion.<stage>` event."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -155,18 +158,61 @@ class RunOutcome:
 
 
 def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcome:
-    """Run one in-flight job (reference §4.12 perform). Idempotent: a finished or unknown job is a no-op."""
-    # Claim: only a pending job, by a conditional UPDATE, so a second delivery of a running job does nothing.
+    """Run one in-flight job (reference §4.12 perform). Idempotent: a finished or unknown job is a no-op, and so is
+    a second delivery while a live worker runs the job; the delivery that follows a dead worker's resumes it."""
+    with _run_lease(uuid.UUID(job_id)) as held:
+        if not held:
+            return RunOutcome("gone")  # a live worker holds the job
+        job = _claim(job_id)
+        if job is None:
+            return RunOutcome("gone")
+        if job.attempts > MAX_RUNS:  # each run that ended in a crash counted one attempt
+            emit("failed", tenant_id=job.tenant_id, count=1, stage="claim", session_id=job.session_id)
+            return _finish(job, "gave_up_after_crashes", state=State.FAILED)
+        return _run(job, compiler)
+
+
+@contextmanager
+def _run_lease(job_id: uuid.UUID) -> Iterator[bool]:
+    """A session-level advisory lock held on the worker's own database connection while it runs the job.
+
+    PostgreSQL drops it when that connection ends, so a job still `running` whose lease is free was left by a
+    worker that died (`kill -9`, OOM): the redelivered message takes it over at once instead of leaving it to the
+    rescue half an hour later; while the lease is held, a duplicate delivery does nothing. (This needs a session
+    that outlives the run: a transaction-pooling bouncer in front of PostgreSQL would break it.)
+    """
+    key = run_lease_key(job_id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        row = cursor.fetchone()
+    held = bool(row and row[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+                # A connection lost meanwhile took the lease with it.
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+def run_lease_key(job_id: uuid.UUID) -> int:
+    """The job's advisory-lock key, in the one-bigint form (apart from the two-int locks of budget and quota)."""
+    return int.from_bytes(job_id.bytes[:8], "big", signed=True)
+
+
+def _claim(job_id: str) -> PromotionJob | None:
+    """Mark an in-flight job running, counting the attempt; a pending job, or a running one whose worker died."""
     now = timezone.now()
-    claimed = PromotionJob.objects.filter(id=job_id, state=State.PENDING).update(
+    claimed = PromotionJob.objects.filter(id=job_id, state__in=PromotionJob.IN_FLIGHT).update(
         state=State.RUNNING,
         attempts=F("attempts") + 1,
         updated_at=now,
         started_at=Coalesce(F("started_at"), now),
     )
-    job = PromotionJob.objects.select_related("tenant").filter(id=job_id).first() if claimed else None
-    if job is None:
-        return RunOutcome("gone")
+    return PromotionJob.objects.select_related("tenant").filter(id=job_id).first() if claimed else None
+
+
+def _run(job: PromotionJob, compiler: Compiler | None) -> RunOutcome:
     tenant = job.tenant
     scope = Scope(tenant_id=tenant.id, subject_id=job.subject_id)
     if job.subject_id == EVAL_SUBJECT_ID:
@@ -205,7 +251,9 @@ def promotion_run(*, job_id: str, compiler: Compiler | None = None) -> RunOutcom
         emit("gated_out", tenant_id=tenant.id, count=screened.gated_out)
 
     try:
-        summary = promotion_persist(scope=scope, session_id=job.session_id, candidates=screened.kept)
+        summary = promotion_persist(
+            scope=scope, session_id=job.session_id, candidates=screened.kept, on_written=_progress_recorder(job)
+        )
     except EmbeddingsDegraded as degraded:
         _count(job, degraded.summary)
         emit("degraded", tenant_id=tenant.id, reason=str(degraded), session_id=job.session_id)
@@ -237,6 +285,20 @@ def _count(job: PromotionJob, summary: PersistSummary) -> None:
     job.detail = {**job.detail, "secret_dropped": summary.secret_dropped}
     job.memory_ids = list(dict.fromkeys([*job.memory_ids, *(uuid.UUID(i) for i in summary.memory_ids)]))
     job.written = len(job.memory_ids)
+
+
+def _progress_recorder(job: PromotionJob) -> Callable[[uuid.UUID], None]:
+    """Record each written memory on the job inside the transaction that writes it: the status endpoint shows
+    progress while the job runs, and a run that dies midway leaves the job naming exactly what it wrote."""
+
+    def record(memory_id: uuid.UUID) -> None:
+        job.memory_ids = [*job.memory_ids, memory_id]
+        job.written = len(job.memory_ids)
+        PromotionJob.objects.filter(id=job.id).update(
+            memory_ids=job.memory_ids, written=job.written, updated_at=timezone.now()
+        )
+
+    return record
 
 
 def _finish(

@@ -4,6 +4,7 @@ of promoted rows only, quota)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -50,8 +51,16 @@ class PromotionQuotaExceeded(Exception):
         self.summary = summary
 
 
-def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candidate]) -> PersistSummary:
-    """Write survivors as `promoted` memories (reference §4.12 persist_promotion); the eval subject writes nothing."""
+def promotion_persist(
+    *,
+    scope: Scope,
+    session_id: str,
+    candidates: list[Candidate],
+    on_written: Callable[[uuid.UUID], None] = lambda _: None,
+) -> PersistSummary:
+    """Write survivors as `promoted` memories (reference §4.12 persist_promotion); the eval subject writes nothing.
+
+    `on_written` is called with each new memory's id inside the transaction that writes it."""
     summary = PersistSummary()
     if scope.subject_id == EVAL_SUBJECT_ID:
         return summary
@@ -74,7 +83,7 @@ def promotion_persist(*, scope: Scope, session_id: str, candidates: list[Candida
             near = None if truncated else _near_duplicate(scope, vector, model_id)
         except HeavyReadOverloaded as exc:
             raise EmbeddingsDegraded("heavy_read_overloaded", summary) from exc
-        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary)
+        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary, on_written)
     return summary
 
 
@@ -118,6 +127,7 @@ def _insert_promoted(
     model_id: str,
     near: Memory | None,
     summary: PersistSummary,
+    on_written: Callable[[uuid.UUID], None],
 ) -> None:
     with transaction.atomic():
         lock_subject_quota(scope)
@@ -146,6 +156,7 @@ def _insert_promoted(
             summary.deduped += 1
             return
         summary.memory_ids.append(str(memory.id))
+        on_written(memory.id)
         if near is not None and Memory.objects.filter(id=near.id, superseded_by__isnull=True).exists():
             memory_supersede(scope=scope, old_id=str(near.id), new_id=str(memory.id), actor=_NEAR_DUP_SUPERSEDE)
             summary.superseded += 1

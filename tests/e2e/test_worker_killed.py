@@ -1,4 +1,5 @@
-"""A worker killed mid-task loses no task: acks late + a visibility timeout hand it to the next worker.
+"""Fault drills: a worker killed mid-task loses nothing (acks late + a visibility timeout hand its message to the
+next worker), whether it was embedding one memory, a batch of them, or persisting a promotion job.
 
 Also end to end on that worker: its own metrics exporter (multiprocess mode) counts the task, and its JSON log
 lines carry the request id of the API call that enqueued the task.
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import threading
 import urllib.request
+import zlib
+from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,28 +28,42 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.celery import app as celery_app
+from loopmem.embeddings import content_hash
 from loopmem.services import tenant_set_provider
-from memory.models import Memory
+from memory.models import Memory, PromotionJob
+from memory.promotion import jobs as promotion
 from tests.e2e.test_worker import _test_database_url, _wait_for
 from tests.memory.conftest import heavy_db
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.faults
+
 
 class EmbeddingsServer(ThreadingHTTPServer):
-    """An OpenAI-compatible /embeddings endpoint whose first call hangs (the task is mid-flight) until released."""
+    """An OpenAI-compatible /embeddings endpoint whose `hang_on_call`-th call hangs (the task is mid-flight) until
+    released. Each text gets its own one-hot vector (`axis_of`), so a row holding another text's vector shows."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _EmbeddingsHandler)
         self.calls = 0
-        self.first_call = threading.Event()
+        self.hang_on_call = 1
+        self.texts: list[str] = []  # every text asked for, in order, the hung call's included
+        self.first_call = threading.Event()  # the hanging call has arrived
         self.release = threading.Event()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    @staticmethod
+    def axis_of(text: str) -> int:
+        return zlib.crc32(text.encode()) % DIMENSIONS
+
+
+DIMENSIONS = 384
 
 
 class _EmbeddingsHandler(BaseHTTPRequestHandler):
@@ -54,12 +71,16 @@ class _EmbeddingsHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         self.server.calls += 1
-        if self.server.calls == 1:
+        self.server.texts.extend(texts)
+        if self.server.calls == self.server.hang_on_call:
             self.server.first_call.set()
             self.server.release.wait(timeout=6)  # under the client's 8 s timeout: the kill comes first
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * 383} for i in range(len(texts))]
+        data = [
+            {"object": "embedding", "index": i, "embedding": _one_hot(self.server.axis_of(text))}
+            for i, text in enumerate(texts)
+        ]
         payload = json.dumps({"object": "list", "data": data, "model": body.get("model", "m"),
                               "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()  # fmt: skip
         self.send_response(200)
@@ -86,13 +107,19 @@ def embeddings_server() -> Iterator[EmbeddingsServer]:
         server.server_close()
 
 
+def _one_hot(axis: int) -> list[float]:
+    vector = [0.0] * DIMENSIONS
+    vector[axis] = 1.0
+    return vector
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def start_worker(**env: str) -> subprocess.Popen[bytes]:
+def start_worker(queues: str = "embedding", **env: str) -> subprocess.Popen[bytes]:
     full_env = {
         **os.environ,
         "DATABASE_URL": _test_database_url(),
@@ -101,7 +128,7 @@ def start_worker(**env: str) -> subprocess.Popen[bytes]:
         **env,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--queues", "embedding",
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--queues", queues,
          "--without-mingle", "--without-gossip", "--loglevel", "INFO"],
         cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -180,4 +207,121 @@ def test_a_task_of_a_killed_worker_runs_on_the_next_one(agent, tenant, embedding
     succeeded = [line for line in lines if "succeeded" in str(line["message"])]
     assert succeeded, output
     assert {line["request_id"] for line in succeeded} == {"req-kill"}
+    celery_app.control.purge()
+
+
+# The next worker hands a dead worker's unacknowledged messages back to the queue within seconds, not the hour.
+RESTORES_QUICKLY = {
+    "LOOPMEM_CELERY_VISIBILITY_TIMEOUT_SECONDS": "2",
+    "LOOPMEM_CELERY_UNACKED_RESTORE_INTERVAL_SECONDS": "1",
+    "LOOPMEM_CELERY_UNACKED_RESTORE_THROTTLE": "1",
+}
+BATCH = [
+    "The build cache lives on the shared volume.",
+    "Deploys pause during the Friday freeze.",
+    "The payments sandbox resets every night.",
+    "Feature flags are read from the config service.",
+    "Load tests run against the staging cluster only.",
+    "Log retention on the edge nodes is seven days.",
+]
+
+
+def kill_when_hung(worker: subprocess.Popen[bytes], server: EmbeddingsServer) -> None:
+    """SIGKILL the worker while its provider call hangs: the task is mid-flight, its message unacknowledged."""
+    try:
+        if not server.first_call.wait(timeout=45):
+            pytest.fail(f"the worker never reached the hanging call:\n{stop(worker)}")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        stop(worker)
+        server.release.set()
+
+
+@heavy_db
+def test_a_batch_whose_worker_dies_mid_embedding_is_embedded_once_each_by_the_next(agent, tenant, embeddings_server):
+    assert len({EmbeddingsServer.axis_of(text) for text in BATCH}) == len(BATCH)  # one vector per text
+    celery_app.control.purge()
+    tenant_set_provider(
+        tenant=tenant, embedding="openai", embedding_base_url=embeddings_server.url, embedding_api_key="sk-t",
+        embedding_model="m",
+    )  # fmt: skip
+    embeddings_server.hang_on_call = 3
+    first = start_worker()
+    answer = agent.post("/api/v1/memory/batch", {"memories": [{"text": text} for text in BATCH]}, format="json")
+    assert answer.json()["meta"] == {"created": len(BATCH), "failed": 0}
+    ids = [item["memory"]["id"] for item in answer.json()["data"]]
+    kill_when_hung(first, embeddings_server)
+    killed_mid = embeddings_server.texts[-1]
+    assert Memory.objects.filter(id__in=ids, embedding__isnull=False).count() == 2  # the two before the hung one
+
+    second = start_worker(**RESTORES_QUICKLY)
+    try:
+        every_row = _wait_for(lambda: Memory.objects.filter(id__in=ids, embedding__isnull=False).count() == 6, 60)
+        if not every_row:
+            pytest.fail(f"a memory was never embedded; the next worker said:\n{stop(second)}")
+    finally:
+        stop(second)
+    for memory in Memory.objects.filter(id__in=ids):
+        # Each row holds its own text's vector, of the tenant's model, for its current text: none crossed.
+        vector = list(memory.embedding)
+        assert vector.index(max(vector)) == EmbeddingsServer.axis_of(memory.text)
+        assert (memory.embedding_model, memory.embedding_content_hash) == ("openai:m", content_hash(memory.text))
+    # Asked once each, except the text the dead worker was waiting on: the two already stored were not redone.
+    assert Counter(embeddings_server.texts) == {text: 2 if text == killed_mid else 1 for text in BATCH}
+    celery_app.control.purge()
+
+
+FACT_TURNS = [
+    "The integration tests need DOCKER_HOST set to the remote daemon.",
+    "The staging database is restored from a snapshot every Monday at 04:00 UTC.",
+    "Releases are tagged from the main branch only, never from a feature branch.",
+]
+
+
+@heavy_db
+def test_a_promotion_whose_worker_dies_mid_persist_resumes_and_completes_once(agent, tenant, embeddings_server):
+    celery_app.control.purge()
+    tenant_set_provider(
+        tenant=tenant, embedding="openai", embedding_base_url=embeddings_server.url, embedding_api_key="sk-t",
+        embedding_model="m",
+    )  # fmt: skip
+    for content in FACT_TURNS:  # the offline compiler (no LLM key) keeps each of these facts
+        turn = {"tier": "session", "session_id": "s-kill", "role": "fact", "content": content}
+        assert agent.post("/api/v1/memory", turn, format="json").status_code == 201
+    embeddings_server.hang_on_call = 2  # persist embeds each candidate: the first is written, the second hangs
+    first = start_worker(queues="promotion")
+    assert agent.post("/api/v1/memory/promote", {"session_id": "s-kill"}, format="json").status_code == 202
+    try:
+        if not embeddings_server.first_call.wait(timeout=45):
+            pytest.fail(f"the worker never reached the hanging call:\n{stop(first)}")
+        midway = agent.get("/api/v1/memory/promote/s-kill").json()["data"]
+    finally:
+        kill_when_hung(first, embeddings_server)
+    # The status shows the run's progress: running, first attempt, one memory written and named.
+    assert (midway["status"], midway["attempts"], midway["counts"]["written"]) == ("running", 1, 1)
+    [written_before_the_kill] = midway["memory_ids"]
+
+    second = start_worker(queues="promotion", **RESTORES_QUICKLY)
+    try:
+        finished = _wait_for(
+            lambda: agent.get("/api/v1/memory/promote/s-kill").json()["data"]["status"] not in ("pending", "running"),
+            60,
+        )
+        if not finished:
+            pytest.fail(f"the job never finished; the next worker said:\n{stop(second)}")
+    finally:
+        stop(second)
+    job = agent.get("/api/v1/memory/promote/s-kill").json()["data"]
+    assert (job["status"], job["outcome"], job["attempts"]) == ("succeeded", "promoted", 2)
+    promoted = Memory.objects.filter(tenant=tenant, source=Memory.Source.PROMOTED)
+    # Exactly once: every fact one row, the dead run's row kept (not written again), the job naming all three.
+    assert sorted(promoted.values_list("text", flat=True)) == sorted(FACT_TURNS)
+    assert sorted(job["memory_ids"]) == sorted(str(memory_id) for memory_id in promoted.values_list("id", flat=True))
+    assert written_before_the_kill in job["memory_ids"]
+    asked = Counter(embeddings_server.texts)
+    assert sorted(asked.values()) == [1, 1, 2]  # the hung text asked again; the written one deduplicated, not re-asked
+    assert asked[Memory.objects.get(id=written_before_the_kill).text] == 1
+    # A late duplicate of the message finds the job finished and does nothing.
+    assert promotion.promotion_run(job_id=str(PromotionJob.objects.get(session_id="s-kill").id)).outcome == "gone"
     celery_app.control.purge()

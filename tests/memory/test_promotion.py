@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import psycopg
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -429,12 +433,44 @@ def test_the_budget_counts_compiles_not_sessions(agent, llm_tenant, fake_llm):
     assert len(fake_llm.requests) == 2
 
 
-def test_a_second_delivery_of_a_running_job_does_nothing(agent, llm_tenant, fake_llm):
+@contextmanager
+def another_worker_running(job: PromotionJob) -> Iterator[None]:
+    """What a live worker holds while it runs the job: the job's lease, on its own database session."""
+    PromotionJob.objects.filter(id=job.id).update(state="running", attempts=1)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as worker:
+        worker.execute("SELECT pg_advisory_lock(%s)", [promotion.run_lease_key(job.id)])
+        yield
+
+
+def test_a_second_delivery_while_a_live_worker_runs_the_job_does_nothing(agent, llm_tenant, fake_llm):
     say(agent, *CONVERSATION)
     promote(agent)
     job = PromotionJob.objects.get()
-    PromotionJob.objects.filter(id=job.id).update(state="running")  # another worker holds it
-    assert promotion.promotion_run(job_id=str(job.id)).outcome == "gone"
+    with another_worker_running(job):
+        assert promotion.promotion_run(job_id=str(job.id)).outcome == "gone"
+    assert fake_llm.requests == []
+    assert PromotionJob.objects.values_list("state", "attempts").get() == ("running", 1)
+
+
+def test_the_delivery_after_a_dead_worker_resumes_its_running_job(agent, llm_tenant, fake_llm):
+    say(agent, *CONVERSATION)
+    promote(agent)
+    job = PromotionJob.objects.get()
+    with another_worker_running(job):
+        pass  # the worker died: its session, and the lease with it, are gone; the job still says running
+    assert promotion.promotion_run(job_id=str(job.id)).outcome == "promoted"
+    assert PromotionJob.objects.values_list("status", "attempts").get() == ("succeeded", 2)
+    assert promotion.promotion_run(job_id=str(job.id)).outcome == "gone"  # finished: once only
+    assert len(fake_llm.requests) == 1
+
+
+def test_a_job_whose_runs_keep_dying_is_given_up_by_the_next_delivery(agent, llm_tenant, fake_llm):
+    say(agent, *CONVERSATION)
+    promote(agent)
+    job = PromotionJob.objects.get()
+    PromotionJob.objects.filter(id=job.id).update(state="running", attempts=promotion.MAX_RUNS)
+    assert promotion.promotion_run(job_id=str(job.id)).outcome == "gave_up_after_crashes"
+    assert PromotionJob.objects.values_list("status", "outcome").get() == ("failed", "gave_up_after_crashes")
     assert fake_llm.requests == []
 
 
