@@ -213,6 +213,10 @@ if EMBEDDING_PROVIDER not in EMBEDDING_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_EMBEDDING_PROVIDER must be one of {EMBEDDING_PROVIDERS}")
 if LLM_PROVIDER not in LLM_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_LLM_PROVIDER must be one of {LLM_PROVIDERS}")
+# The query-embedding cache (loopmem/query_cache.py): per process, entries at most this many and this old;
+# 0 in either disables it. About 3 KB an entry at 384 dimensions, 12 KB at 1536.
+QUERY_EMBEDDING_CACHE_SIZE = env_int("LOOPMEM_QUERY_EMBEDDING_CACHE_SIZE", 1024)
+QUERY_EMBEDDING_CACHE_TTL_SECONDS = env_float("LOOPMEM_QUERY_EMBEDDING_CACHE_TTL_SECONDS", 300.0)
 
 # --- Memory knobs ----------------------------------------------------------------------------------------
 MEMORY_QUOTA = env_int("LOOPMEM_MEMORY_QUOTA", 10_000)
