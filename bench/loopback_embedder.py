@@ -3,17 +3,21 @@
 Its vectors are the `hashing` provider's (deterministic unit vectors of the text, 384 dimensions by default), so a
 corpus built in the hashing space (`bench.scale_corpus`) is queried through the real `openai` SDK path, and what the
 served benchmark measures is the service's own cost, not a model's. HTTP/1.1 with keep-alive, one thread a
-connection, no logging: a client that reuses its connection pays one loopback round trip a call.
+connection, no logging: a client that reuses its connection pays one loopback round trip a call. Like OpenAI's
+API, it answers `encoding_format: base64` (what the `openai` SDK asks for by default) with little-endian float32.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import numpy as np
 
 from loopmem.embeddings import HashingEmbedder
 
@@ -27,7 +31,8 @@ class _Embedder(HashingEmbedder):
 
 
 class LoopbackEmbedder(ThreadingHTTPServer):
-    """The server; `calls` and `texts` count what it answered (under a lock: one thread per connection)."""
+    """The server; `calls`, `texts` and `connections` count what it answered and how many TCP connections it
+    accepted (a client that keeps its connection alive opens one)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -37,6 +42,7 @@ class LoopbackEmbedder(ThreadingHTTPServer):
         self.embedder = _Embedder(dimensions)
         self.calls = 0
         self.texts = 0
+        self.connections = 0
         self._lock = threading.Lock()
 
     @property
@@ -50,10 +56,19 @@ class LoopbackEmbedder(ThreadingHTTPServer):
             self.calls += 1
             self.texts += texts
 
+    def count_connection(self) -> None:
+        with self._lock:
+            self.connections += 1
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: LoopbackEmbedder
     protocol_version = "HTTP/1.1"  # keep-alive: the connection stays open between requests
+    disable_nagle_algorithm = True  # TCP_NODELAY, as production servers set it: no 40 ms delayed-ACK stalls
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.count_connection()
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -70,7 +85,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.server.count(len(texts))
         vectors = self.server.embedder.embed(texts)
-        data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(vectors)]
+        encoded: list[Any] = vectors
+        if request.get("encoding_format") == "base64":
+            encoded = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in vectors]
+        data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(encoded)]
         self._send(
             200,
             {
@@ -84,7 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         # A liveness and counting probe for scripts: how many calls and texts were answered so far.
         if self.path.rstrip("/") == "/stats":
-            self._send(200, {"calls": self.server.calls, "texts": self.server.texts})
+            counts = {"calls": self.server.calls, "texts": self.server.texts, "connections": self.server.connections}
+            self._send(200, counts)
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
 

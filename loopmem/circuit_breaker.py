@@ -3,12 +3,20 @@
 After FAILURE_THRESHOLD transient failures within FAILURE_WINDOW seconds the circuit opens for
 OPEN_SECONDS: calls fail fast (`embedding_circuit_open`) instead of piling onto a sick provider. If Redis
 itself is unreachable the breaker stays closed (calls go through): it must never cause an outage.
+
+The happy path costs no Redis round trip: a process that saw a circuit closed (and no failures counted) less
+than CLOSED_RECHECK_SECONDS ago trusts that, and a success deletes the failure count only when some were
+seen. Two round trips a call were most of what an embedding call added over the provider's own answer
+(`manage.py bench_embed_overhead`). The price: a circuit another process opened is seen here up to
+CLOSED_RECHECK_SECONDS late, and a success does not reset failures counted elsewhere since the last check
+(they still expire with their window). An open circuit is always re-read, so its closing is seen at once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import redis
 from django.core.cache import cache
@@ -20,6 +28,18 @@ logger = logging.getLogger(__name__)
 FAILURE_THRESHOLD = 5
 FAILURE_WINDOW_SECONDS = 60
 OPEN_SECONDS = 30
+CLOSED_RECHECK_SECONDS = 1.0
+
+
+@dataclass
+class _Seen:
+    """What this process last read (or wrote) of one circuit."""
+
+    closed_at: float = float("-inf")  # monotonic time it was last seen closed; -inf: ask Redis
+    failures: bool = False  # failures may be counted: a success must clear them
+
+
+_SEEN: dict[str, _Seen] = {}  # per process; one entry per (tenant, provider) this process called
 
 _REDIS_ERRORS = (redis.RedisError, OSError)
 
@@ -31,19 +51,27 @@ class Breaker:
         self._failures = f"breaker:{key}:failures"
         self._provider = key.rsplit(":", 1)[-1]  # keys are "<tenant>:<provider>"
         self._open_until = f"breaker:{key}:open_until"
+        self._seen = _SEEN.setdefault(key, _Seen())
 
     def open_for(self) -> float | None:
         """Seconds until the open circuit closes again; None while it is closed (calls may go through)."""
+        if time.monotonic() - self._seen.closed_at < CLOSED_RECHECK_SECONDS:
+            return None
         try:
-            open_until = cache.get(self._open_until)
+            found = cache.get_many([self._open_until, self._failures])
         except _REDIS_ERRORS as exc:
             logger.warning("circuit breaker unavailable, staying closed (%s)", exc)
             return None
+        open_until = found.get(self._open_until)
         if open_until is not None and open_until > time.time():
+            self._seen.closed_at = float("-inf")
             return float(open_until - time.time())
+        self._seen.closed_at = time.monotonic()
+        self._seen.failures = bool(found.get(self._failures))
         return None
 
     def record_failure(self) -> None:
+        self._seen.failures = True
         try:
             cache.add(self._failures, 0, FAILURE_WINDOW_SECONDS)
             try:
@@ -53,6 +81,7 @@ class Breaker:
                 failures = 1
             if failures >= FAILURE_THRESHOLD:
                 cache.set(self._open_until, time.time() + OPEN_SECONDS, OPEN_SECONDS)
+                self._seen.closed_at = float("-inf")  # this process sees its own opening at once
                 cache.delete(self._failures)
                 metrics.CIRCUIT_OPENED.labels(provider=self._provider).inc()
                 logger.warning("circuit %s opened for %ss", self._open_until, OPEN_SECONDS)
@@ -60,7 +89,11 @@ class Breaker:
             logger.warning("circuit breaker unavailable (%s)", exc)
 
     def record_success(self) -> None:
+        if not self._seen.failures:
+            return  # none counted when last read, none recorded here since: nothing to reset
         try:
             cache.delete(self._failures)
         except _REDIS_ERRORS as exc:
             logger.warning("circuit breaker unavailable (%s)", exc)
+            return
+        self._seen.failures = False

