@@ -143,7 +143,11 @@ def render(summary: dict[str, Any]) -> str:
         s = summary["series"][key]
         latency = s["latency_ms"] or {"p50": float("nan"), "p95": float("nan"), "p99": float("nan")}
         recall = f"{s['recall_at_10']:.3f}" if s["recall_at_10"] is not None else "-"
-        cache = f"{s['query_cache']['hit_rate']:.1%}" if s["query_cache"] else "-"
+        cache = (
+            f"{s['query_cache']['hit_rate']:.1%}"
+            if s["query_cache"] and s["query_cache"]["hit_rate"] is not None
+            else "-"
+        )
         lines.append(
             f"{label:<42}{latency['p50']:>8.2f}{latency['p95']:>8.2f}{latency['p99']:>8.2f}"
             f"{s['throughput_per_s'] or 0:>8.1f}{s['errors']:>5}{recall:>7}{cache:>10}"
