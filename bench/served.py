@@ -38,7 +38,6 @@ from bench import scale_corpus
 from bench.embed_overhead import LOOPBACK_API_KEY
 from bench.harness import BENCH_RATE_LIMIT, percentiles
 from bench.loopback_embedder import MODEL
-from bench.management.commands import bench_merged_recall
 from knowledge.models import Article
 from loopmem import embeddings
 from loopmem.heavy_read import HEAVY_READ_ALIAS
@@ -71,10 +70,25 @@ def point_at_embedder(tenant: Tenant, embedder_url: str) -> Tenant:
     )
 
 
+ArticleBuilder = Callable[[Tenant, scale_corpus.DilutedCorpus, int, int], object]
+
+
 def prepare(
-    *, slug: str, rows: int, subjects: int, articles: int, reuse: bool, seed: int, embedder_url: str
+    *,
+    slug: str,
+    rows: int,
+    subjects: int,
+    articles: int,
+    reuse: bool,
+    seed: int,
+    embedder_url: str,
+    build_articles: ArticleBuilder,
 ) -> tuple[Tenant, scale_corpus.DilutedCorpus, bool]:
-    """The tenant (built now, or --reuse of one built before), pointed at `embedder_url`; True when built now."""
+    """The tenant (built now, or --reuse of one built before), pointed at `embedder_url`; True when built now.
+
+    `build_articles(tenant, corpus, total, seed)` is the merged-recall benchmark's article builder (a command
+    module, which this module must not import: the command imports this one).
+    """
     existing = Tenant.objects.filter(slug=slug).first()
     if existing is not None and not reuse:
         raise CommandError(f"tenant {slug} exists: pass --reuse to measure its corpus again, or another --tenant-slug")
@@ -101,7 +115,7 @@ def prepare(
     corpus = scale_corpus.build_diluted_corpus(
         tenant_id=tenant.id, rows=rows, subjects=subjects, seed=seed, model_id=MODEL_ID
     )
-    bench_merged_recall.build_articles(tenant, corpus, articles, seed)  # tagged with the tenant's model
+    build_articles(tenant, corpus, articles, seed)  # tagged with the tenant's model: the loopback one
     return tenant, corpus, True
 
 
@@ -178,7 +192,7 @@ class Series:
     recalls: list[float] = field(default_factory=list)
     load_before: list[float] = field(default_factory=list)
     load_after: list[float] = field(default_factory=list)
-    cache: dict[str, float] | None = None
+    cache: dict[str, float | None] | None = None
     workers: int = 1
 
     def summary(self) -> dict[str, Any]:
@@ -332,7 +346,7 @@ def cache_counts(base_url: str, token: str) -> dict[str, float] | None:
     return counts
 
 
-def cache_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+def cache_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float | None] | None:
     if before is None or after is None:
         return None
     hits, misses = after["hit"] - before["hit"], after["miss"] - before["miss"]
@@ -345,7 +359,7 @@ def cache_delta(before: dict[str, float] | None, after: dict[str, float] | None)
 
 def bare_sql(probes: Sequence[Probe], *, repeats: int) -> Series:
     """The captured exact-read statement on a plain psycopg connection (autocommit, no ORM, no transaction)."""
-    with psycopg.connect(settings.HEAVY_READ_DATABASE_URL, autocommit=True) as conn:
+    with psycopg.connect(**_plain_connection_params(), autocommit=True) as conn:
 
         def call(probe: Probe) -> Callable[[], float | None]:
             def run() -> float | None:
@@ -359,6 +373,19 @@ def bare_sql(probes: Sequence[Probe], *, repeats: int) -> Series:
         for probe in probes[:5]:
             call(probe)()
         return timed_sequential([call(p) for p in probes] * repeats)
+
+
+def _plain_connection_params() -> dict[str, Any]:
+    """Where the heavy-read alias connects (its test database under pytest), for a psycopg connection of our own."""
+    db = connections[HEAVY_READ_ALIAS].settings_dict
+    params = {
+        "dbname": db["NAME"],
+        "user": db["USER"],
+        "password": db["PASSWORD"],
+        "host": db["HOST"] or db["OPTIONS"].get("host"),
+        "port": db["PORT"] or None,
+    }
+    return {name: value for name, value in params.items() if value}
 
 
 def in_process(tenant: Tenant, probes: Sequence[Probe], *, repeats: int) -> Series:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection
 
 from bench import scale_corpus, served
+from bench.management.commands import bench_merged_recall
 from loopmem.management.operator import OperatorCommand
 from loopmem.services import IssuedKey
 
@@ -51,6 +52,7 @@ class Command(OperatorCommand):
             reuse=options["reuse"],
             seed=options["seed"],
             embedder_url=options["embedder_url"],
+            build_articles=bench_merged_recall.build_articles,
         )
         plan = served.Plan(
             base_url=options["base_url"].rstrip("/"),
