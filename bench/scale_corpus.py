@@ -454,15 +454,25 @@ def build_diluted_corpus(
     seed: int = DEFAULT_SEED,
     progress: Progress = _no_progress,
     phase: Phase = _no_phase,
+    model_id: str = HASHING_MODEL_ID,
 ) -> DilutedCorpus:
-    """Load the diluted corpus into `tenant_id`."""
+    """Load the diluted corpus into `tenant_id`, its rows tagged `model_id` (any model whose query vectors are the
+    hashing provider's, such as the loopback embedder's)."""
     plan, group_size = _diluted_plan(rows, subjects, seed)
-    load = _load(tenant_id, plan, model_id=HASHING_MODEL_ID, seed=seed, progress=progress, phase=phase)
-    return diluted_corpus_shape(tenant_id=tenant_id, rows=rows, subjects=subjects, load=load, group_size=group_size)
+    load = _load(tenant_id, plan, model_id=model_id, seed=seed, progress=progress, phase=phase)
+    return diluted_corpus_shape(
+        tenant_id=tenant_id, rows=rows, subjects=subjects, load=load, group_size=group_size, model_id=model_id
+    )
 
 
 def diluted_corpus_shape(
-    *, tenant_id: uuid.UUID, rows: int, subjects: int, load: LoadStats, group_size: int | None = None
+    *,
+    tenant_id: uuid.UUID,
+    rows: int,
+    subjects: int,
+    load: LoadStats,
+    group_size: int | None = None,
+    model_id: str = HASHING_MODEL_ID,
 ) -> DilutedCorpus:
     """Describe an already-loaded diluted corpus (the benchmark's --reuse)."""
     if group_size is None:
@@ -472,6 +482,6 @@ def diluted_corpus_shape(
         rows=rows,
         subjects=tuple(diluted_subject(s) for s in range(subjects)),
         group_size=group_size,
-        model_id=HASHING_MODEL_ID,
+        model_id=model_id,
         load=load,
     )

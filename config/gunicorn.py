@@ -2,7 +2,8 @@
 
 With PROMETHEUS_MULTIPROC_DIR set, each gunicorn worker records metrics into that directory and /metrics sums
 them; the directory must belong to this web process group alone. gunicorn reads this file before Django is set
-up, so the environment is read here directly (the one exception to "settings read the environment").
+up (and before it changes into `--chdir`, so the project may not be importable yet), so the environment is read
+here directly (the one exception to "settings read the environment").
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from prometheus_client import multiprocess
 
 # One access-log line a request on stdout; the application's own lines are JSON when LOOPMEM_LOG_FORMAT=json.
 accesslog = "-"
+
+# Sizing (docs/operations.md, "Sizing the web process"): workers x threads is how many requests run at once.
+# The defaults keep gunicorn's own (sync workers, one thread each) until `manage.py bench_served` on the target
+# machine says otherwise. `gthread` keeps client connections alive between requests; `sync` closes each one.
+workers = int(os.environ.get("LOOPMEM_WEB_WORKERS") or 2)
+threads = int(os.environ.get("LOOPMEM_WEB_THREADS") or 1)
+worker_class = os.environ.get("LOOPMEM_WEB_WORKER_CLASS") or ("gthread" if threads > 1 else "sync")
+# How long an idle kept-alive client connection is held open (gthread), in seconds.
+keepalive = int(os.environ.get("LOOPMEM_WEB_KEEPALIVE_SECONDS") or 5)
 
 
 def on_starting(server: Any) -> None:

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import ExpressionWrapper, F, FloatField, QuerySet, Value
+from django.db.models import BinaryField, ExpressionWrapper, F, FloatField, Func, QuerySet, Value
+from numpy.typing import NDArray
 from pgvector.django import CosineDistance
 
 from knowledge.diversity import Vector
@@ -72,6 +74,22 @@ def article_visible_ids(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> 
     return set(Article.objects.visible_to(viewer).filter(id__in=list(article_ids)).values_list("id", flat=True))
 
 
+class VectorSend(Func):
+    """A vector column as its binary wire format (`vector_send`: int16 dims, int16 unused, big-endian float32s).
+
+    Read as text, a 1536-dim vector is ~12 KB of decimals that pgvector's Django field parses one float at a time
+    in Python: 30 candidate articles cost ~20 ms a merged recall. As bytea it is decoded by psycopg and numpy.
+    """
+
+    function = "vector_send"
+    output_field = BinaryField()
+
+
+def vector_from_send(raw: bytes | memoryview) -> NDArray[np.float64]:
+    """The float32 values `vector_send` wrote, exactly, as float64."""
+    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class ArticleVector:
     vector: Vector | None
@@ -89,16 +107,15 @@ def article_diversity_vectors(
     rows = (
         Article.objects.visible_to(viewer)
         .filter(id__in=list(article_ids))
-        .values_list("id", "embedding", "embedding_model", "embedding_content_hash")
+        .annotate(vector_bytes=VectorSend("embedding"))
+        .values_list("id", "vector_bytes", "embedding_model", "embedding_content_hash")
     )
     return {
         article_id: ArticleVector(
-            vector=None
-            if vector is None or (model_id is not None and model != model_id)
-            else [float(x) for x in vector],
+            vector=None if raw is None or (model_id is not None and model != model_id) else vector_from_send(raw),
             content_hash=digest,
         )
-        for article_id, vector, model, digest in rows
+        for article_id, raw, model, digest in rows
     }
 
 

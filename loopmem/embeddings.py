@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from django.conf import settings
 
-from loopmem import circuit_breaker, metrics, providers
+from loopmem import circuit_breaker, metrics, providers, query_cache
 from loopmem.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -320,12 +320,27 @@ class QueryEmbedding:
 
 
 def embed_query(tenant: Tenant, text: str) -> QueryEmbedding | EmbeddingFailure:
-    """Embed one query: its vector, or the failure (a read degrades on it rather than raising)."""
+    """Embed one query: its vector, or the failure (a read degrades on it rather than raising).
+
+    A query this process embedded for the same tenant and model within the cache's TTL is not sent again.
+    """
+    cache = _query_cache(settings.QUERY_EMBEDDING_CACHE_SIZE, settings.QUERY_EMBEDDING_CACHE_TTL_SECONDS)
+    key = query_cache.CacheKey(tenant.id, spec_for(tenant).model_id, content_hash(text))
+    if (cached := cache.get(key)) is not None:
+        return QueryEmbedding(vector=cached, model_id=key.model_id)
     try:
         [vector], model_id = embed_texts(tenant, [text])
     except EmbeddingFailure as failure:
         return failure
+    if model_id == key.model_id:  # the tenant's model changed in between: the vector is not the key's
+        cache.put(key, vector)
     return QueryEmbedding(vector=vector, model_id=model_id)
+
+
+@functools.lru_cache(maxsize=1)
+def _query_cache(size: int, ttl_seconds: float) -> query_cache.QueryEmbeddingCache:
+    # One cache per process; keyed by the settings so a changed size or TTL (tests) starts a new one.
+    return query_cache.QueryEmbeddingCache(size=size, ttl_seconds=ttl_seconds)
 
 
 def pad(vector: Sequence[float], dimensions: int) -> list[float]:

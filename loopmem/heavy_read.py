@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -242,41 +243,87 @@ def pgvector_supports_iterative_scan() -> bool:
 # --- Per-tenant in-flight cap ----------------------------------------------------------------------------
 
 
+# Admission in one round trip, atomically: expire slots a killed process left, refuse at the cap (without ever
+# counting the refused read, so it cannot shed another), else take a slot.
+_ACQUIRE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+    return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[1], math.floor(tonumber(ARGV[2])) + 1)
+return 1
+"""
+
+_request_slots = threading.local()
+
+
+def _held_slots() -> set[uuid.UUID]:
+    held: set[uuid.UUID] | None = getattr(_request_slots, "tenants", None)
+    if held is None:
+        held = _request_slots.tenants = set()
+    return held
+
+
 @contextlib.contextmanager
-def tenant_gate(tenant_id: uuid.UUID) -> Iterator[None]:
+def tenant_gate(tenant_id: uuid.UUID, *, count_shed: bool = True) -> Iterator[None]:
     """Admit at most HEAVY_READ_MAX_IN_FLIGHT concurrent heavy reads per tenant (a Redis semaphore).
 
     Entries expire after the statement timeout, so a killed process cannot hold a slot forever. Redis
-    trouble fails open: shedding is protection, not a dependency.
+    trouble fails open: shedding is protection, not a dependency. Inside `request_slot` for the same tenant, the
+    request's slot admits the read: no Redis call. Two round trips otherwise: one to enter, one to leave.
     """
+    if tenant_id in _held_slots():
+        yield
+        return
     key = f"{cache.key_prefix}:heavy_read:{tenant_id}"
     token = secrets.token_hex(8)
     limit = settings.HEAVY_READ_MAX_IN_FLIGHT
     ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
-
-    def enter() -> int:
-        now = time.time()
-        pipe = redis_client().pipeline()
-        pipe.zremrangebyscore(key, "-inf", now - ttl)
-        pipe.zadd(key, {token: now})
-        pipe.zcard(key)
-        pipe.expire(key, int(ttl) + 1)
-        in_flight: int = pipe.execute()[2]
-        if in_flight > limit:
-            redis_client().zrem(key, token)
-        return in_flight
-
     # None: Redis is unreachable (or known to be), the read goes on ungated and there is no slot to give back.
-    in_flight = redis_outage.call("heavy-read gate", enter, fallback=None)
-    if in_flight is not None and in_flight > limit:
-        metrics.HEAVY_READ_REJECTIONS.inc()
+    admitted = redis_outage.call(
+        "heavy-read gate",
+        lambda: bool(_acquire_script(redis_client())(keys=[key], args=[time.time(), ttl, token, limit])),
+        fallback=None,
+    )
+    if admitted is False:
+        if count_shed:
+            metrics.HEAVY_READ_REJECTIONS.inc()
         raise HeavyReadOverloaded(details={"in_flight_limit": limit})
     metrics.HEAVY_READ_ADMITTED.inc()
     try:
         yield
     finally:
-        if in_flight is not None:
+        if admitted:
             redis_outage.call("heavy-read gate", lambda: redis_client().zrem(key, token), fallback=None)
+
+
+@contextlib.contextmanager
+def request_slot(tenant_id: uuid.UUID) -> Iterator[None]:
+    """One gate slot for every heavy read of one request (merged recall reads its two halves under it).
+
+    Half the gate's round trips of a request that reads twice, and one request counts once against the cap. If the
+    gate refuses, the block runs without a slot and each read asks the gate itself, degrading on its own as it
+    would without this.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(tenant_gate(tenant_id, count_shed=False))
+        except HeavyReadOverloaded:
+            yield
+            return
+        held = _held_slots()
+        held.add(tenant_id)
+        try:
+            yield
+        finally:
+            held.discard(tenant_id)
+
+
+@functools.cache
+def _acquire_script(client: redis.Redis) -> Any:
+    # EVALSHA, loading the script on the first NOSCRIPT (a restarted Redis forgets scripts).
+    return client.register_script(_ACQUIRE)
 
 
 def redis_client() -> redis.Redis:

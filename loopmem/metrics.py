@@ -43,6 +43,9 @@ EMBEDDING_SECONDS = Histogram(
     "loopmem_embedding_seconds", "Embedding provider call latency by provider and outcome", ["provider", "outcome"],
     buckets=_BUCKETS,
 )  # fmt: skip
+QUERY_EMBEDDING_CACHE = Counter(
+    "loopmem_query_embedding_cache", "Query-embedding cache lookups by result (hit | miss)", ["result"]
+)
 CIRCUIT_OPENED = Counter("loopmem_circuit_breaker_opened", "Times a provider's circuit opened", ["provider"])
 PROMOTION_EVENTS = Counter("loopmem_promotion_events", "Promotion pipeline events (memory_promotion.*)", ["event"])
 PROMOTION_COMPILE_SECONDS = Histogram(

@@ -8,6 +8,7 @@ own server (or picks another provider) must bring its own key, or that server wo
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,9 +44,21 @@ def resolve_provider(
     )
 
 
-@functools.lru_cache(maxsize=CLIENT_CACHE_SIZE)
+_CLIENT_BUILD = threading.Lock()
+
+
 def openai_client(*, base_url: str, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
-    """A shared client (thread-safe, HTTP keep-alive) per endpoint: building one costs tens of milliseconds."""
+    """A shared client per endpoint: building one costs tens of milliseconds and opens a new connection pool.
+
+    The client is thread-safe (its httpx connection pool is), and keeps connections alive between calls, so a
+    gunicorn worker's threads share one pool. The lock makes two threads asking at once get the same client.
+    """
+    with _CLIENT_BUILD:
+        return _openai_client(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+
+
+@functools.lru_cache(maxsize=CLIENT_CACHE_SIZE)
+def _openai_client(*, base_url: str, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
     import openai  # the SDK is heavy to import; processes that never call a provider skip it
 
     return openai.OpenAI(api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=max_retries)

@@ -20,7 +20,7 @@ from knowledge.diversity import Candidate, DiversityConfig, DiversityStats, sele
 from knowledge.models import Article
 from knowledge.selectors import SearchHit, SearchResult, article_diversity_vectors, knowledge_search
 from knowledge.visibility import Viewer
-from loopmem import embeddings
+from loopmem import embeddings, heavy_read
 from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import (
     HeavyReadOverloaded,
@@ -121,22 +121,24 @@ def recall_context(
     recall_id = uuid.uuid4()
     embedding = embeddings.embed_query(tenant, query)
 
-    memory_result = _memory_half(scope, query, limit, embedding, mode, filters)
-    memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
-    memory_items = [_memory_item(hit, memory_result) for hit in memory_result.hits]
-    # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
-    model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embeddings.spec_for(tenant).model_id
-    knowledge = _knowledge_half(
-        viewer,
-        scope,
-        query,
-        embedding,
-        config,
-        limit=limit,
-        recall_id=recall_id,
-        session_id=session_id,
-        model_id=model_id,
-    )
+    # Both halves' heavy reads under one gate slot: one admission a request, not one a half.
+    with heavy_read.request_slot(scope.tenant_id):
+        memory_result = _memory_half(scope, query, limit, embedding, mode, filters)
+        memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
+        memory_items = [_memory_item(hit, memory_result) for hit in memory_result.hits]
+        # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
+        model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embeddings.spec_for(tenant).model_id
+        knowledge = _knowledge_half(
+            viewer,
+            scope,
+            query,
+            embedding,
+            config,
+            limit=limit,
+            recall_id=recall_id,
+            session_id=session_id,
+            model_id=model_id,
+        )
 
     eligible = sorted([*memory_items, *knowledge.selected], key=lambda item: item.merge_key)
     merged = eligible[:limit]

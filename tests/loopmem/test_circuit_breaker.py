@@ -185,6 +185,32 @@ def test_failures_older_than_the_window_are_forgotten(tenant, provider, monkeypa
     assert provider.calls == 9
 
 
+def open_elsewhere(tenant, provider_name: str = "fake") -> None:
+    """Another process opened the circuit: the state is in Redis, this process has not read it."""
+    cache.set(f"breaker:{tenant.id}:{provider_name}:open_until", time.time() + 30, 30)
+
+
+def test_a_circuit_seen_closed_is_trusted_until_the_recheck_interval_passes(tenant, provider, monkeypatch):
+    monkeypatch.setattr(circuit_breaker, "CLOSED_RECHECK_SECONDS", 3600)
+    embed_texts(tenant, ["hello"])
+    open_elsewhere(tenant)
+    embed_texts(tenant, ["hello"])  # seen closed a moment ago: no Redis read, the call goes through
+    assert provider.calls == 2
+    monkeypatch.setattr(circuit_breaker, "CLOSED_RECHECK_SECONDS", 0)
+    with pytest.raises(EmbeddingCircuitOpen):
+        embed_texts(tenant, ["hello"])
+    assert provider.calls == 2
+
+
+def test_a_success_resets_failures_another_process_counted_once_it_has_read_them(tenant, provider, monkeypatch):
+    monkeypatch.setattr(circuit_breaker, "CLOSED_RECHECK_SECONDS", 0)
+    cache.set(f"breaker:{tenant.id}:fake:failures", THRESHOLD - 1, 60)
+    embed_texts(tenant, ["hello"])
+    fail_times(tenant, provider, THRESHOLD - 1)
+    embed_texts(tenant, ["hello"])
+    assert provider.calls == 1 + (THRESHOLD - 1) + 1
+
+
 DEAD_REDIS = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

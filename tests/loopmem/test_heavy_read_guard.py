@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
@@ -9,6 +11,7 @@ from django.db.models import Q
 from django.test import override_settings
 
 from loopmem import heavy_read
+from loopmem.errors import HeavyReadOverloaded
 from loopmem.heavy_read import UnscopedHeavyRead, assert_scoped
 from memory.models import Memory
 from tests.conftest import error
@@ -134,3 +137,71 @@ def test_the_gate_fails_open_without_redis(tenant, tmp_path, caplog):
     with override_settings(REDIS_URL=f"unix://{tmp_path}/none.sock"), heavy_read.tenant_gate(tenant.id):
         pass
     assert "heavy-read gate failing open" in caplog.text
+
+
+# --- One slot a request (merged recall's two halves) -----------------------------------------------------------
+
+
+def in_flight(tenant_id: uuid.UUID) -> int:
+    from django.core.cache import cache
+
+    return int(heavy_read.redis_client().zcard(f"{cache.key_prefix}:heavy_read:{tenant_id}"))
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
+def test_reads_inside_a_request_slot_share_its_one_slot(tenant):
+    with heavy_read.request_slot(tenant.id):
+        assert in_flight(tenant.id) == 1
+        with heavy_read.tenant_gate(tenant.id), heavy_read.tenant_gate(tenant.id):
+            assert in_flight(tenant.id) == 1
+    assert in_flight(tenant.id) == 0
+    # Outside the slot the cap applies to each read again.
+    with heavy_read.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+        pass
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
+def test_a_request_slot_admits_only_its_own_thread(tenant):
+    outcome: list[str] = []
+
+    def other_request() -> None:
+        try:
+            with heavy_read.tenant_gate(tenant.id):
+                outcome.append("admitted")
+        except HeavyReadOverloaded:
+            outcome.append("shed")
+
+    with heavy_read.request_slot(tenant.id):
+        thread = threading.Thread(target=other_request)
+        thread.start()
+        thread.join()
+    assert outcome == ["shed"]
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=0)
+def test_a_refused_request_slot_leaves_each_read_to_shed_itself_and_counts_it_once(tenant):
+    from prometheus_client import REGISTRY
+
+    def shed() -> float:
+        return REGISTRY.get_sample_value("loopmem_heavy_read_rejections_total") or 0.0
+
+    before = shed()
+    with heavy_read.request_slot(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+        pass
+    assert shed() - before == 1
+    assert in_flight(tenant.id) == 0
+
+
+@heavy_db
+def test_a_slot_left_by_a_killed_process_expires(tenant, settings):
+    from django.core.cache import cache
+
+    settings.HEAVY_READ_MAX_IN_FLIGHT = 1
+    ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
+    key = f"{cache.key_prefix}:heavy_read:{tenant.id}"
+    heavy_read.redis_client().zadd(key, {"dead-process": time.time() - ttl - 1})
+    with heavy_read.tenant_gate(tenant.id):
+        assert in_flight(tenant.id) == 1
