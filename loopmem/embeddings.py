@@ -273,6 +273,23 @@ def spec_for(tenant: Tenant) -> EmbedderSpec:
     )
 
 
+def spec_of(*, provider: str, model: str = "", base_url: str = "", api_key: str = "") -> EmbedderSpec:
+    """The spec a tenant would have with these overrides (a reembed's target), defaults filled as for spec_for."""
+    resolved = providers.resolve_provider(
+        providers.ProviderChoice(provider, model, base_url, api_key),
+        providers.ProviderChoice(
+            settings.EMBEDDING_PROVIDER,
+            settings.EMBEDDING_MODEL,
+            settings.EMBEDDING_BASE_URL,
+            settings.EMBEDDING_API_KEY,
+        ),
+        DEFAULT_MODELS,
+    )
+    return EmbedderSpec(
+        provider=resolved.provider, model=resolved.model, base_url=resolved.base_url, api_key=resolved.api_key
+    )
+
+
 def embedding_input(text: str) -> str:
     """What is embedded and hashed: the first 32,000 characters."""
     return text[:EMBEDDING_MAX_CHARS]

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from loopmem import embeddings
 from loopmem.models import ApiKey, Tenant
 from loopmem.services import IssuedKey, api_key_create
+from memory.subject_sizes import subject_sizes
 from tests.factories import TenantFactory
 
 pytest_plugins = ["tests.fake_llm"]
@@ -21,6 +22,8 @@ pytest_plugins = ["tests.fake_llm"]
 def _fresh_rate_limit_counters() -> None:
     # Rate-limit counters live in the real Redis; each test starts from zero.
     cache.clear()
+    # Recall's per-process subject sizes too: a test that grows a subject past a threshold sees it at once.
+    subject_sizes.clear()
 
 
 @pytest.fixture
