@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -56,13 +57,14 @@ def corpus(agent, tenant):
     embed_pending()
 
 
-def _reembed(capsys, *extra: str) -> dict:
+def _reembed(capsys: Any, *extra: str) -> dict[str, Any]:
     capsys.readouterr()
     call_command("reembed", "--tenant", "acme", "--provider", "hashing", "--model", "v2", "--json", *extra)
-    return json.loads(capsys.readouterr().out)
+    summary: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return summary
 
 
-def _ids(body: dict) -> list[str]:
+def _ids(body: dict[str, Any]) -> list[str]:
     return [hit["memory"]["id"] for hit in body["data"]]
 
 

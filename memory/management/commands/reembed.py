@@ -6,14 +6,15 @@ from django.core.management.base import CommandError
 
 from knowledge.services import ARTICLE_EMBEDDINGS
 from loopmem import embeddings
-from loopmem.embedding_pipeline import backfill, reembed_lacking, reembed_pending, reembed_swap
+from loopmem.embedding_pipeline import EmbeddedTable, backfill, reembed_lacking, reembed_pending, reembed_swap
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.progress import progress_bar
 from loopmem.services import tenant_get, tenant_set_provider
 from memory.services import MEMORY_EMBEDDINGS
 
-TABLES = (MEMORY_EMBEDDINGS, ARTICLE_EMBEDDINGS)
+# Untyped beyond EmbeddedTable: the loop treats memories and articles alike.
+TABLES: tuple[EmbeddedTable[Any], ...] = (MEMORY_EMBEDDINGS, ARTICLE_EMBEDDINGS)
 
 
 class Command(OperatorCommand):
