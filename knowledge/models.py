@@ -113,7 +113,7 @@ class Article(TenantRoutedModel):
     embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
     # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here.
     pending_embedding = VectorField(null=True, blank=True)
-    pending_embedding_model = models.CharField(max_length=200, blank=True, default="")
+    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
     pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     # Kept by the database: the keyword lane never depends on application code having refreshed it.
     search_vector = models.GeneratedField(

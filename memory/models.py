@@ -72,7 +72,7 @@ class Memory(TenantRoutedModel):
     # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here, beside the
     # one recall still reads, until every row has one and one transaction swaps them.
     pending_embedding = VectorField(null=True, blank=True)
-    pending_embedding_model = models.CharField(max_length=200, blank=True, default="")
+    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
     pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     confidence = models.FloatField(default=1.0)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
