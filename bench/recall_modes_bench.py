@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 
 from bench import scale_corpus
@@ -133,7 +132,7 @@ def ensure_quota_subject(tenant_id: uuid.UUID, *, rows: int, seed: int) -> int:
                     tenant_id=tenant_id,
                     subject_id=QUOTA_SUBJECT,
                     text=text,
-                    embedding=embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS),
+                    embedding=vector,
                     embedding_model=scale_corpus.HASHING_MODEL_ID,
                     embedding_content_hash=embeddings.content_hash(text),
                 )
@@ -152,7 +151,7 @@ def quota_probes(count: int, *, rows: int, seed: int) -> list[ModeProbe]:
     for _ in range(count):
         text = " ".join(rng.choices(VOCABULARY[:400], k=rng.randint(3, 5))) + f" note {rng.randrange(rows)}"
         [vector] = embeddings.HashingEmbedder().embed([text])
-        probes.append(ModeProbe(QUOTA_SUBJECT, text, embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS)))
+        probes.append(ModeProbe(QUOTA_SUBJECT, text, vector))
     return probes
 
 

@@ -21,7 +21,6 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Index
 from django.utils import timezone
@@ -32,7 +31,21 @@ from memory.models import Memory
 Vectors = npt.NDArray[np.float32]
 
 HASHING_MODEL_ID = embeddings.EmbedderSpec(provider="hashing", model=embeddings.DEFAULT_MODELS["hashing"]).model_id
-HNSW_INDEX_NAME = "memories_live_hnsw_idx"
+NATIVE_DIMENSIONS = embeddings.HashingEmbedder.dimensions  # what the hashing provider (and MiniLM) make
+
+
+def model_id_for(dimensions: int) -> str:
+    """The corpus's model: the hashing provider at its native 384 dims, else a synthetic model of that size (the
+    hashing vector widened with zeros and noise: the storage and scan cost of a real model of that size)."""
+    return HASHING_MODEL_ID if dimensions == NATIVE_DIMENSIONS else f"synthetic:hashing-{dimensions}"
+
+
+def hnsw_index_name(dimensions: int = NATIVE_DIMENSIONS) -> str:
+    """The partial HNSW index over the live rows of this size (loopmem.vector_index)."""
+    return f"memories_hnsw_{dimensions}_idx"
+
+
+HNSW_INDEX_NAME = hnsw_index_name()
 # The graph of 200k x 1536-dim vectors is ~1.4 GB; a build that spills past maintenance_work_mem is far slower.
 INDEX_BUILD_MEMORY = "2GB"
 CHUNK_ROWS = 2_000
@@ -115,16 +128,17 @@ class DilutedCorpus:
         return diluted_query_text(self.subjects.index(subject), self.group_size, len(self.subjects))
 
     def query_vector(self, subject: str) -> list[float]:
-        return [float(x) for x in query_vector(self.query_text(subject))]
+        return [float(x) for x in query_vector(self.query_text(subject), self.load.dimensions)]
 
 
 # --- Query vectors ---------------------------------------------------------------------------------------
 
 
-def query_vector(text: str) -> Vectors:
-    """The hashing provider's embedding of `text`, zero-padded to the column: what the endpoint computes."""
+def query_vector(text: str, dimensions: int = NATIVE_DIMENSIONS) -> Vectors:
+    """The hashing provider's embedding of `text` (what the endpoint computes), widened with zeros to `dimensions`
+    for a synthetic larger model."""
     [raw] = embeddings.HashingEmbedder().embed([text])
-    return np.asarray(embeddings.pad(raw, settings.EMBEDDING_DIMENSIONS), dtype=np.float32)
+    return np.asarray([*raw, *([0.0] * (dimensions - len(raw)))], dtype=np.float32)
 
 
 def needle_query_text() -> str:
@@ -189,11 +203,11 @@ class _Plan:
         return len(self.subject_of)
 
 
-def _needle_plan(rows: int, decoys: int, seed: int) -> tuple[_Plan, Vectors, npt.NDArray[np.float32]]:
+def _needle_plan(rows: int, decoys: int, seed: int, dimensions: int) -> tuple[_Plan, Vectors, npt.NDArray[np.float32]]:
     if rows < NEEDLE_ROWS + decoys + HAYSTACK_SUBJECTS:
         raise ValueError(f"a needle corpus needs at least {NEEDLE_ROWS + decoys + HAYSTACK_SUBJECTS} rows")
     rng = np.random.default_rng(seed)
-    query = query_vector(needle_query_text())
+    query = query_vector(needle_query_text(), dimensions)
     # Logical layout: needle rows, then decoys, then haystack. Cosines are spaced far above float rounding, so
     # the exact top 10 is known by design and has no near-ties.
     cosines = np.zeros(rows, dtype=np.float32)
@@ -218,7 +232,7 @@ def _needle_plan(rows: int, decoys: int, seed: int) -> tuple[_Plan, Vectors, npt
     return plan, query, cosines
 
 
-def _diluted_plan(rows: int, subjects: int, seed: int) -> tuple[_Plan, int]:
+def _diluted_plan(rows: int, subjects: int, seed: int, dimensions: int) -> tuple[_Plan, int]:
     per_subject = rows // subjects
     if per_subject < 10:
         raise ValueError("a diluted corpus needs at least 10 rows per subject")
@@ -227,8 +241,8 @@ def _diluted_plan(rows: int, subjects: int, seed: int) -> tuple[_Plan, int]:
     if groups < 2:
         raise ValueError(f"a diluted corpus needs at least {2 * group_size} subjects at {per_subject} rows each")
     rng = np.random.default_rng(seed)
-    centers = np.stack([query_vector(diluted_group_text(g)) for g in range(groups)])
-    queries = np.stack([query_vector(diluted_query_text(s, group_size, subjects)) for s in range(subjects)])
+    centers = np.stack([query_vector(diluted_group_text(g), dimensions) for g in range(groups)])
+    queries = np.stack([query_vector(diluted_query_text(s, group_size, subjects), dimensions) for s in range(subjects)])
     # A subject's rows sit on the *next* group's center (its hub), where they are foreign rows for every query
     # of that group; its own query reaches them only through the weaker subject-own part.
     hub_of = np.array([(diluted_group_of(s, group_size, subjects) + 1) % groups for s in range(subjects)])
@@ -291,21 +305,22 @@ def _row(
     return identity + defaults
 
 
-def _hnsw_index() -> Index:
+def _hnsw_index(dimensions: int) -> Index:
+    name = hnsw_index_name(dimensions)
     for index in Memory._meta.indexes:
-        if isinstance(index, Index) and index.name == HNSW_INDEX_NAME:
+        if isinstance(index, Index) and index.name == name:
             return index
-    raise LookupError(f"Memory declares no index {HNSW_INDEX_NAME}")
+    raise LookupError(f"Memory declares no index {name}")
 
 
-def drop_hnsw_index() -> None:
+def drop_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX_NAME}")
+        cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(dimensions)}")
 
 
-def build_hnsw_index() -> float:
-    """(Re)create the partial HNSW index from the model's declaration; returns the build time in seconds."""
-    drop_hnsw_index()
+def build_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> float:
+    """(Re)create the partial HNSW index of this size from the model's declaration; returns the build seconds."""
+    drop_hnsw_index(dimensions)
     started = time.perf_counter()
     with connection.cursor() as cursor:
         # Session-level: the build must hold the whole graph in memory or it slows down sharply.
@@ -314,7 +329,7 @@ def build_hnsw_index() -> float:
         cursor.execute("SET min_parallel_table_scan_size = 0")
         try:
             with connection.schema_editor() as editor:
-                editor.add_index(Memory, _hnsw_index())
+                editor.add_index(Memory, _hnsw_index(dimensions))
         finally:
             cursor.execute("RESET maintenance_work_mem")
             cursor.execute("RESET min_parallel_table_scan_size")
@@ -322,10 +337,18 @@ def build_hnsw_index() -> float:
 
 
 def _load(
-    tenant_id: uuid.UUID, plan: _Plan, *, model_id: str, seed: int, progress: Progress, phase: Phase
+    tenant_id: uuid.UUID,
+    plan: _Plan,
+    *,
+    dimensions: int,
+    model_id: str | None = None,
+    seed: int,
+    progress: Progress,
+    phase: Phase,
 ) -> LoadStats:
+    model_id = model_id or model_id_for(dimensions)
     phase("dropping the HNSW index")
-    drop_hnsw_index()
+    drop_hnsw_index(dimensions)
     copy_started = time.perf_counter()
     try:
         phase("loading rows (COPY)")
@@ -335,13 +358,13 @@ def _load(
     finally:
         # Rebuilt even when the load fails: the rest of the database must not lose its index.
         phase("building the HNSW index")
-        index_seconds = build_hnsw_index()
+        index_seconds = build_hnsw_index(dimensions)
     phase("analyzing")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories")
     return LoadStats(
         rows=plan.rows,
-        dimensions=settings.EMBEDDING_DIMENSIONS,
+        dimensions=dimensions,
         copy_seconds=copy_seconds,
         index_seconds=index_seconds,
     )
@@ -366,14 +389,15 @@ def exact_neighbours(
     approximate. Ties break by id, as the recall paths do.
     """
     subject_filter = "AND subject_id = %s" if subject_id is not None else ""
-    params: list[str | int] = [str(tenant_id), *([subject_id] if subject_id is not None else [])]
+    params: list[str | int] = [str(tenant_id), len(vector), *([subject_id] if subject_id is not None else [])]
     if tag is not None:
         subject_filter += " AND tags @> ARRAY[%s]::varchar(200)[]"
         params.append(tag)
     sql = f"""
         WITH live AS MATERIALIZED (
             SELECT id, subject_id, embedding FROM memories
-            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL {subject_filter}
+            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL
+              AND vector_dims(embedding) = %s {subject_filter}
         )
         SELECT id, subject_id, embedding <=> %s::vector AS distance FROM live ORDER BY distance, id LIMIT %s
     """
@@ -387,12 +411,12 @@ def rows_nearer(*, tenant_id: uuid.UUID, vector: Sequence[float], distance: floa
     sql = """
         WITH live AS MATERIALIZED (
             SELECT embedding FROM memories
-            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL
+            WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL AND vector_dims(embedding) = %s
         )
         SELECT count(*) FROM live WHERE embedding <=> %s::vector < %s
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [str(tenant_id), vector_literal(vector), distance])
+        cursor.execute(sql, [str(tenant_id), len(vector), vector_literal(vector), distance])
         row = cursor.fetchone()
     return int(row[0]) if row else 0
 
@@ -425,18 +449,19 @@ def build_needle_corpus(
     rows: int = 80_000,
     decoys: int = DEFAULT_DECOYS,
     seed: int = DEFAULT_SEED,
+    dimensions: int = NATIVE_DIMENSIONS,
     progress: Progress = _no_progress,
     phase: Phase = _no_phase,
 ) -> NeedleCorpus:
     """Load the needle corpus into `tenant_id`: needle, decoys and haystack interleaved in insertion order."""
-    plan, query, cosines = _needle_plan(rows, decoys, seed)
-    load = _load(tenant_id, plan, model_id=HASHING_MODEL_ID, seed=seed, progress=progress, phase=phase)
+    plan, query, cosines = _needle_plan(rows, decoys, seed, dimensions)
+    load = _load(tenant_id, plan, dimensions=dimensions, seed=seed, progress=progress, phase=phase)
     needle = range(NEEDLE_ROWS)
     by_cosine = sorted(needle, key=lambda i: -float(cosines[i]))
     return NeedleCorpus(
         tenant_id=tenant_id,
         rows=rows,
-        model_id=HASHING_MODEL_ID,
+        model_id=model_id_for(dimensions),
         query_text=needle_query_text(),
         query_vector=[float(x) for x in query],
         needle_ids=frozenset(row_id(tenant_id, i) for i in needle),
@@ -452,14 +477,17 @@ def build_diluted_corpus(
     rows: int,
     subjects: int,
     seed: int = DEFAULT_SEED,
+    dimensions: int = NATIVE_DIMENSIONS,
     progress: Progress = _no_progress,
     phase: Phase = _no_phase,
-    model_id: str = HASHING_MODEL_ID,
+    model_id: str | None = None,
 ) -> DilutedCorpus:
-    """Load the diluted corpus into `tenant_id`, its rows tagged `model_id` (any model whose query vectors are the
-    hashing provider's, such as the loopback embedder's)."""
-    plan, group_size = _diluted_plan(rows, subjects, seed)
-    load = _load(tenant_id, plan, model_id=model_id, seed=seed, progress=progress, phase=phase)
+    """Load the diluted corpus into `tenant_id` (at `dimensions`: 384 is the hashing model's own size), its rows
+    tagged `model_id` (default: the hashing model's, or a synthetic one at another size; any model whose query
+    vectors are the hashing provider's, such as the loopback embedder's, will do)."""
+    model_id = model_id or model_id_for(dimensions)
+    plan, group_size = _diluted_plan(rows, subjects, seed, dimensions)
+    load = _load(tenant_id, plan, dimensions=dimensions, model_id=model_id, seed=seed, progress=progress, phase=phase)
     return diluted_corpus_shape(
         tenant_id=tenant_id, rows=rows, subjects=subjects, load=load, group_size=group_size, model_id=model_id
     )
@@ -472,7 +500,7 @@ def diluted_corpus_shape(
     subjects: int,
     load: LoadStats,
     group_size: int | None = None,
-    model_id: str = HASHING_MODEL_ID,
+    model_id: str | None = None,
 ) -> DilutedCorpus:
     """Describe an already-loaded diluted corpus (the benchmark's --reuse)."""
     if group_size is None:
@@ -482,6 +510,6 @@ def diluted_corpus_shape(
         rows=rows,
         subjects=tuple(diluted_subject(s) for s in range(subjects)),
         group_size=group_size,
-        model_id=model_id,
+        model_id=model_id or model_id_for(load.dimensions),
         load=load,
     )

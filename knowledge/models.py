@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
@@ -12,9 +11,10 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Left
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 from knowledge.visibility import Viewer
+from loopmem import vector_index
 from loopmem.models import ApiKey, Tenant
 from loopmem.tenant_routing import TenantRoutedModel
 from projects.models import Project
@@ -59,9 +59,10 @@ class ArticleQuerySet(models.QuerySet["Article"]):
             return self.filter(project_id__isnull=True)
         return self.filter(Q(project_id__isnull=True) | Q(project_id=project_id))
 
-    def embedded_with(self, model_id: str) -> ArticleQuerySet:
-        """Rows with a vector of this model: vectors of different models are never compared."""
-        return self.filter(embedding__isnull=False, embedding_model=model_id)
+    def embedded_with(self, model_id: str, dimensions: int) -> ArticleQuerySet:
+        """Rows with a vector of this model and size: vectors of different models are never compared, nor of two
+        sizes (pgvector refuses; the size predicate also lets the planner use the partial index of that size)."""
+        return self.filter(vector_index.same_dimensions(dimensions), embedding__isnull=False, embedding_model=model_id)
 
     def summaries(self) -> ArticleQuerySet:
         """Without the heavy columns: no vector, no search vector, and the body only as a 300-char snippet."""
@@ -106,9 +107,14 @@ class Article(TenantRoutedModel):
     idempotency_key = models.CharField(  # noqa: DJ001  (NULL: no key; the unique index skips NULLs)
         max_length=MAX_IDEMPOTENCY_KEY_LENGTH, null=True, blank=True
     )
-    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # Untyped: each vector at its model's native size (loopmem.vector_index indexes each supported size).
+    embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
     embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
+    # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here.
+    pending_embedding = VectorField(null=True, blank=True)
+    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
+    pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     # Kept by the database: the keyword lane never depends on application code having refreshed it.
     search_vector = models.GeneratedField(
         expression=SearchVector("title", weight="A", config=SEARCH_CONFIG)
@@ -155,14 +161,7 @@ class Article(TenantRoutedModel):
             # No pending list: articles are written rarely and searched often, and every search would scan it.
             GinIndex(fields=["search_vector"], name="articles_search_vector_idx", fastupdate=False),
             # The semantic lane and the novelty gate read active rows only: the index holds nothing else.
-            HnswIndex(
-                name="articles_active_hnsw_idx",
-                fields=["embedding"],
-                m=16,
-                ef_construction=64,
-                opclasses=["vector_cosine_ops"],
-                condition=Q(status__in=["draft", "published"]),
-            ),
+            *vector_index.hnsw_indexes("articles", Q(status__in=["draft", "published"])),
             # The embedding sweep: which tenants hold rows of which model ("" = not embedded yet).
             models.Index(fields=["tenant", "embedding_model"], name="articles_tenant_model_idx"),
         ]

@@ -16,12 +16,11 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import BinaryField, ExpressionWrapper, F, FloatField, Func, QuerySet, Value
 from numpy.typing import NDArray
-from pgvector.django import CosineDistance
 
 from knowledge.diversity import Vector
 from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
 from knowledge.visibility import Viewer
-from loopmem import embeddings, heavy_read
+from loopmem import embeddings, heavy_read, vector_index
 from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import EmbeddingUnavailable, NotFound
 from loopmem.models import Tenant
@@ -283,8 +282,11 @@ def _nearest(
     Above that, HNSW with every filter (tenant, visibility, status, partition, category, tags) inside a
     relaxed iterative scan, re-sorted by distance, and verified: a short answer is re-read exactly.
     """
-    embedded = candidates.embedded_with(embedding.model_id)
+    embedded = candidates.embedded_with(embedding.model_id, len(embedding.vector))
     threshold = settings.KNOWLEDGE_SEARCH_EXACT_MAX_ROWS
+    if not vector_index.is_indexed(len(embedding.vector)):
+        # No index of this size: the exact read is the only one (complete; slower on a large visible set).
+        return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     if session.count(embedded.values("id")[: threshold + 1]) <= threshold:
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
@@ -292,7 +294,10 @@ def _nearest(
             ef_search=settings.HNSW_EF_SEARCH, iterative_scan=True, max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES
         )
     )
-    ann = embedded.annotate(distance=CosineDistance("embedding", embedding.vector)).order_by("distance")[:k]
+    # Ordered by the index's cast; distances (and the re-sort) at full precision.
+    ann = embedded.annotate(distance=vector_index.exact_distance(embedding.vector)).order_by(
+        vector_index.ann_distance(embedding.vector)
+    )[:k]
     session.order_by_index()
     rows = sorted(session.fetch(ann), key=lambda a: (a.distance, str(a.id)))  # type: ignore[attr-defined]
     if len(rows) < k:
@@ -304,7 +309,7 @@ def _nearest(
 
 def _exact(candidates: ArticleQuerySet, vector: list[float], k: int) -> QuerySet[Article]:
     # "+ 0" makes the sort key an expression the HNSW index cannot serve: this read is exact by construction.
-    distance = ExpressionWrapper(CosineDistance("embedding", vector) + Value(0.0), output_field=FloatField())
+    distance = ExpressionWrapper(vector_index.exact_distance(vector) + Value(0.0), output_field=FloatField())
     return candidates.annotate(distance=distance).order_by("distance", "id")[:k]
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from knowledge import selectors
@@ -479,5 +480,9 @@ def _store_article_vector(article: Article, vector: list[float], model_id: str) 
 
 
 ARTICLE_EMBEDDINGS = EmbeddedTable(
-    model=Article, text_fields=("title", "body"), text_of=lambda a: a.embedding_text, store=_store_article_vector
+    model=Article,
+    text_fields=("title", "body"),
+    text_of=lambda a: a.embedding_text,
+    store=_store_article_vector,
+    unchanged=lambda a: Q(id=a.id, title=a.title, body=a.body),
 )

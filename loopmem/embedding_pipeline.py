@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from django.db import models
-from django.db.models import Q, QuerySet
+from django.db import connection, models, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from loopmem import embeddings
@@ -43,6 +43,11 @@ class EmbeddedTable(Generic[M]):
     text_of: Callable[[M], str]
     # Writes the vector; returns rows written (0 when the row changed or went meanwhile).
     store: Callable[[M, list[float], str], int]
+    # The row, while its embedded text is still the one `row` holds (a reembed's pending vector is kept only then).
+    unchanged: Callable[[M], Q] = lambda row: Q(pk=row.pk)
+    # False when a row's text never changes (a memory: a correction is a new row); then a pending vector of the
+    # target model is current by construction and the reembed finds what is left in SQL alone.
+    text_mutable: bool = True
 
     def stale(self, tenant: Tenant, *, settled_before: datetime | None = None) -> QuerySet[M]:
         """The tenant's rows with no vector, or one of another model than the tenant's current one.
@@ -152,13 +157,16 @@ def embed_in_batches(
     text_of: Callable[[Row], str],
     store: Callable[[Row, list[float], str], int],
     on_batch: Callable[[int], object] | None = None,
+    embed: Callable[[Sequence[str]], tuple[list[list[float]], str]] | None = None,
 ) -> BackfillReport:
-    """Embed each batch with the tenant's provider and `store(row, vector, model_id)` (returns rows written)."""
+    """Embed each batch with the tenant's provider (or `embed`) and `store(row, vector, model_id)` (returns rows
+    written)."""
+    embed = embed or (lambda texts: embeddings.embed_texts(tenant, texts))
     report = BackfillReport()
     remaining = sum(len(batch) for batch in batches)
     for batch in batches:
         try:
-            report.embedded += _embed(tenant, batch, text_of, store)
+            report.embedded += _embed(embed, batch, text_of, store)
         except embeddings.EmbeddingFailure as failure:
             if not _refuses_the_text(failure):
                 report.add_failure(failure.tag, remaining)
@@ -166,7 +174,7 @@ def embed_in_batches(
                 break
             for row in batch:
                 try:
-                    report.embedded += _embed(tenant, [row], text_of, store)
+                    report.embedded += _embed(embed, [row], text_of, store)
                 except embeddings.EmbeddingFailure as single:
                     report.add_failure(single.tag, 1)
                     logger.warning("a row of tenant %s was not embedded: %s", tenant.id, single.tag)
@@ -181,9 +189,12 @@ def _refuses_the_text(failure: embeddings.EmbeddingFailure) -> bool:
 
 
 def _embed(
-    tenant: Tenant, rows: Sequence[Row], text_of: Callable[[Row], str], store: Callable[[Row, list[float], str], int]
+    embed: Callable[[Sequence[str]], tuple[list[list[float]], str]],
+    rows: Sequence[Row],
+    text_of: Callable[[Row], str],
+    store: Callable[[Row, list[float], str], int],
 ) -> int:
-    vectors, model_id = embeddings.embed_texts(tenant, [text_of(row) for row in rows])
+    vectors, model_id = embed([text_of(row) for row in rows])
     return sum(store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True))
 
 
@@ -198,3 +209,149 @@ def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> st
             return failure.tag
         countdown = failure.retry_after or 2 ** (task.request.retries + 2)
         raise task.retry(exc=failure, countdown=countdown) from failure
+
+
+# --- Reembed: a tenant moves to another model with no moment when recall compares nothing -------------------
+
+# The advisory lock class of a tenant's reembed swap (two operators swapping one tenant at once serialise).
+_REEMBED_LOCK_CLASS = 7_201
+
+
+@dataclass
+class ReembedProgress:
+    """What one pass of `reembed_pending` did for one table."""
+
+    rows: int = 0  # the tenant's rows
+    ready: int = 0  # rows already holding a pending vector of the target model for their current text
+    embedded: int = 0
+    report: BackfillReport = field(default_factory=BackfillReport)
+
+    @property
+    def complete(self) -> bool:
+        return self.ready + self.embedded == self.rows
+
+
+def reembed_pending(
+    table: EmbeddedTable[M],
+    *,
+    tenant: Tenant,
+    target: embeddings.EmbedderSpec,
+    batch_size: int = BATCH_SIZE,
+    page_size: int = 500,
+    on_batch: Callable[[int], object] | None = None,
+) -> ReembedProgress:
+    """Give every row of the tenant a pending vector of `target`'s model, beside the vector recall still reads.
+
+    Resumable: a row that already holds the target's vector of its current text is skipped, so a rerun after a
+    crash or a provider outage continues where it stopped. Reads keyset pages, never the whole tenant at once.
+    """
+    progress = ReembedProgress(rows=table.model._default_manager.filter(tenant=tenant).count())
+    progress.ready = progress.rows
+    for page in _pages(table, tenant, page_size, lacking=target.model_id):
+        todo = [row for row in page if not _pending_is_current(table, row, target.model_id)]
+        progress.ready -= len(todo)
+        batches = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
+        report = embed_in_batches(
+            tenant,
+            batches,
+            text_of=table.text_of,
+            store=lambda row, vector, model_id: _store_pending(table, row, vector, model_id),
+            on_batch=on_batch,
+            embed=lambda texts: embeddings.embed_with(target, tenant, texts),
+        )
+        progress.embedded += report.embedded
+        for tag, count in report.failures.items():
+            progress.report.add_failure(tag, count)
+        if report.failed and not all(_refused(tag) for tag in report.failures):
+            break  # the provider or the set-up failed: the rest would too; a rerun continues from here
+    return progress
+
+
+def reembed_swap(
+    tables: Sequence[EmbeddedTable[Any]],
+    *,
+    tenant: Tenant,
+    target: embeddings.EmbedderSpec,
+    switch_tenant: Callable[[], object],
+) -> dict[str, int]:
+    """In one transaction: embed the rows written since the pending pass, swap every pending vector into
+    `embedding`, and `switch_tenant` to the target model. Until it commits, recall reads the old vectors with
+    the old model; from the commit on, the new ones with the new model. Returns the rows swapped per table.
+
+    Raises embeddings.EmbeddingFailure (nothing is swapped) if a straggler cannot be embedded.
+    """
+    swapped: dict[str, int] = {}
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_REEMBED_LOCK_CLASS, str(tenant.id)])
+        for table in tables:
+            stragglers = [
+                row for page in _pages(table, tenant, 500, lacking=target.model_id) for row in page
+                if not _pending_is_current(table, row, target.model_id)
+            ]  # fmt: skip
+            for start in range(0, len(stragglers), BATCH_SIZE):
+                batch = stragglers[start : start + BATCH_SIZE]
+                vectors, model_id = embeddings.embed_with(target, tenant, [table.text_of(row) for row in batch])
+                for row, vector in zip(batch, vectors, strict=True):
+                    _store_pending(table, row, vector, model_id)
+            rows = table.model._default_manager.filter(tenant=tenant)
+            swapped[table.model._meta.db_table] = rows.filter(
+                pending_embedding__isnull=False, pending_embedding_model=target.model_id
+            ).update(
+                embedding=F("pending_embedding"),
+                embedding_model=F("pending_embedding_model"),
+                embedding_content_hash=F("pending_embedding_content_hash"),
+                updated_at=timezone.now(),
+            )
+            rows.exclude(pending_embedding_model="", pending_embedding__isnull=True).update(
+                pending_embedding=None, pending_embedding_model="", pending_embedding_content_hash=None
+            )
+        switch_tenant()
+    return swapped
+
+
+def _pages(table: EmbeddedTable[M], tenant: Tenant, page_size: int, *, lacking: str = "") -> Iterator[list[M]]:
+    """The tenant's rows in keyset pages; with `lacking` (a model id), only those that may lack its pending vector."""
+    rows = table.model._default_manager.filter(tenant=tenant)
+    if lacking and not table.text_mutable:
+        rows = rows.filter(Q(pending_embedding__isnull=True) | ~Q(pending_embedding_model=lacking))
+    rows = rows.only("id", "pending_embedding_model", "pending_embedding_content_hash", *table.text_fields).order_by(
+        "id"
+    )
+    last: object = None
+    while True:
+        page = list((rows if last is None else rows.filter(id__gt=last))[:page_size])
+        if page:
+            yield page
+        if len(page) < page_size:
+            return
+        last = page[-1].pk
+
+
+def reembed_lacking(table: EmbeddedTable[M], *, tenant: Tenant, target: embeddings.EmbedderSpec) -> int:
+    """How many rows may still lack a pending vector of the target's model (exact for immutable texts; for
+    mutable ones an upper bound: an edited row is found by its content hash while the pass reads it)."""
+    rows = table.model._default_manager.filter(tenant=tenant)
+    if table.text_mutable:
+        return rows.count()
+    return rows.filter(Q(pending_embedding__isnull=True) | ~Q(pending_embedding_model=target.model_id)).count()
+
+
+def _pending_is_current(table: EmbeddedTable[M], row: Any, model_id: str) -> bool:
+    return bool(
+        row.pending_embedding_model == model_id
+        and row.pending_embedding_content_hash == embeddings.content_hash(table.text_of(row))
+    )
+
+
+def _store_pending(table: EmbeddedTable[M], row: M, vector: list[float], model_id: str) -> int:
+    # Only while the text is the one embedded (`unchanged`): an article edited meanwhile is a straggler of the swap.
+    return table.model._default_manager.filter(table.unchanged(row)).update(
+        pending_embedding=vector,
+        pending_embedding_model=model_id,
+        pending_embedding_content_hash=embeddings.content_hash(table.text_of(row)),
+    )
+
+
+def _refused(tag: str) -> bool:
+    return tag in {f"embedding_provider_error_{status}" for status in (400, 413, 422)}

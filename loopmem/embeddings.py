@@ -1,9 +1,9 @@
 """Text → vectors, behind one interface, with the reference's failure reason tags.
 
 Providers: `local` (MiniLM int8 ONNX, offline, the default), `openai` (the real SDK; any OpenAI-compatible
-`base_url`; per-tenant key), `hashing` (deterministic feature hashing, for tests). Every vector is zero-padded
-to the column's dimension (cosine is unchanged by zero padding) and tagged with the model that made it, so
-vectors of different models are never compared.
+`base_url`; per-tenant key), `hashing` (deterministic feature hashing, for tests). Every vector is stored at its
+model's native size (no padding: loopmem.vector_index) and tagged with the model that made it, so vectors of
+different models are never compared.
 """
 
 from __future__ import annotations
@@ -213,8 +213,8 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         openai = self._openai
         kwargs: dict[str, Any] = {"model": self._model, "input": list(texts)}
-        if self._model.startswith("text-embedding-3"):
-            kwargs["dimensions"] = min(settings.EMBEDDING_DIMENSIONS, 3072)
+        if (dimensions := requested_dimensions(self._model)) is not None:
+            kwargs["dimensions"] = dimensions
         try:
             response = self._client.embeddings.create(**kwargs)
         except openai.APITimeoutError as exc:
@@ -273,6 +273,23 @@ def spec_for(tenant: Tenant) -> EmbedderSpec:
     )
 
 
+def spec_of(*, provider: str, model: str = "", base_url: str = "", api_key: str = "") -> EmbedderSpec:
+    """The spec a tenant would have with these overrides (a reembed's target), defaults filled as for spec_for."""
+    resolved = providers.resolve_provider(
+        providers.ProviderChoice(provider, model, base_url, api_key),
+        providers.ProviderChoice(
+            settings.EMBEDDING_PROVIDER,
+            settings.EMBEDDING_MODEL,
+            settings.EMBEDDING_BASE_URL,
+            settings.EMBEDDING_API_KEY,
+        ),
+        DEFAULT_MODELS,
+    )
+    return EmbedderSpec(
+        provider=resolved.provider, model=resolved.model, base_url=resolved.base_url, api_key=resolved.api_key
+    )
+
+
 def embedding_input(text: str) -> str:
     """What is embedded and hashed: the first 32,000 characters."""
     return text[:EMBEDDING_MAX_CHARS]
@@ -284,11 +301,15 @@ def content_hash(text: str) -> str:
 
 
 def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]], str]:
-    """Embed `texts` with the tenant's provider: (vectors padded to the column size, model id).
+    """Embed `texts` with the tenant's provider: (vectors at the model's native size, model id).
 
     Raises an EmbeddingFailure subclass; never anything else.
     """
-    spec = spec_for(tenant)
+    return embed_with(spec_for(tenant), tenant, texts)
+
+
+def embed_with(spec: EmbedderSpec, tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]], str]:
+    """Embed `texts` with `spec` (the tenant's, or a reembed's target): (vectors, model id), breaker per provider."""
     breaker = circuit_breaker.Breaker(f"{tenant.id}:{spec.provider}")
     if (open_for := breaker.open_for()) is not None:
         raise EmbeddingCircuitOpen("circuit open", retry_after=open_for)
@@ -308,12 +329,13 @@ def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]]
         raise EmbeddingCrash(f"{exc.__class__.__name__}: {exc}") from exc
     metrics.EMBEDDING_SECONDS.labels(spec.provider, "ok").observe(time.perf_counter() - started)
     breaker.record_success()
-    return [pad(vector, settings.EMBEDDING_DIMENSIONS) for vector in raw], spec.model_id
+    check_dimensions(spec, raw)
+    return raw, spec.model_id
 
 
 @dataclass(frozen=True)
 class QueryEmbedding:
-    """A query's vector (padded to the column) and the model that made it."""
+    """A query's vector (at the model's native size) and the model that made it."""
 
     vector: list[float]
     model_id: str
@@ -343,8 +365,34 @@ def _query_cache(size: int, ttl_seconds: float) -> query_cache.QueryEmbeddingCac
     return query_cache.QueryEmbeddingCache(size=size, ttl_seconds=ttl_seconds)
 
 
-def pad(vector: Sequence[float], dimensions: int) -> list[float]:
-    """Zero-pad to the column's dimension; a longer vector cannot be stored."""
-    if len(vector) > dimensions:
-        raise EmbeddingDimensionMismatch(f"dimension mismatch: expected {dimensions}, got {len(vector)}")
-    return [*vector, *([0.0] * (dimensions - len(vector)))]
+# pgvector stores at most 16,000 dimensions in a `vector`.
+MAX_DIMENSIONS = 16_000
+# What each provider's model makes; None: whatever the server's model makes (fixed per model, checked per batch).
+NATIVE_DIMENSIONS = {"local": 384, "hashing": 384}
+TEXT_EMBEDDING_3_MAX = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
+
+
+def requested_dimensions(model: str) -> int | None:
+    """The size asked of a model that accepts one (text-embedding-3-*): LOOPMEM_EMBEDDING_DIMENSIONS, capped at the
+    model's own size; None for a model that makes one size only."""
+    if not model.startswith("text-embedding-3"):
+        return None
+    return min(settings.EMBEDDING_DIMENSIONS, TEXT_EMBEDDING_3_MAX.get(model, 3072))
+
+
+def expected_dimensions(spec: EmbedderSpec) -> int | None:
+    """The size every vector of `spec`'s model must have, when it is known without asking the provider."""
+    if spec.provider in NATIVE_DIMENSIONS:
+        return NATIVE_DIMENSIONS[spec.provider]
+    return requested_dimensions(spec.model) if spec.provider == "openai" else None
+
+
+def check_dimensions(spec: EmbedderSpec, vectors: Sequence[Sequence[float]]) -> None:
+    """Refuse vectors that the model's other rows could not be compared with: a size other than the model's,
+    sizes that differ within one answer, or more than pgvector stores. Raises EmbeddingDimensionMismatch."""
+    sizes = {len(vector) for vector in vectors}
+    expected = expected_dimensions(spec)
+    if len(sizes) > 1 or any(size == 0 or size > MAX_DIMENSIONS for size in sizes):
+        raise EmbeddingDimensionMismatch(f"{spec.model_id} returned vectors of sizes {sorted(sizes)}")
+    if expected is not None and sizes and sizes != {expected}:
+        raise EmbeddingDimensionMismatch(f"dimension mismatch: {spec.model_id} makes {expected}, got {sizes.pop()}")

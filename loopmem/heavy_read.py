@@ -161,21 +161,30 @@ ITERATIVE_SCAN_UNAVAILABLE_REASON = (
 
 
 def apply_read_options(options: ReadOptions) -> AppliedOptions:
-    """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
-    with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-        if options.ef_search is not None:
-            cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(options.ef_search)])
-        if not options.iterative_scan:
-            cursor.execute("SELECT set_config('hnsw.iterative_scan', 'off', true)")
-            return AppliedOptions(iterative_scan="off")
-        if not pgvector_supports_iterative_scan():
-            return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
-        cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    """SET LOCAL the HNSW options for the rest of this transaction, in one statement; report what is in force.
+
+    `set_config` returns the value in force after it ran, so the same round trip reads the options back.
+    """
+    assignments: list[tuple[str, str]] = []
+    if options.ef_search is not None:
+        assignments.append(("hnsw.ef_search", str(options.ef_search)))
+    supported = not options.iterative_scan or pgvector_supports_iterative_scan()
+    if not options.iterative_scan:
+        assignments.append(("hnsw.iterative_scan", "off"))
+    elif supported:
+        assignments.append(("hnsw.iterative_scan", "relaxed_order"))
         if options.max_scan_tuples is not None:
-            cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(options.max_scan_tuples)])
-        cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
+            assignments.append(("hnsw.max_scan_tuples", str(options.max_scan_tuples)))
+    if not assignments:
+        return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
+    calls = ", ".join("set_config(%s, %s, true)" for _ in assignments)
+    with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+        cursor.execute(f"SELECT {calls}", [value for pair in assignments for value in pair])
         row = cursor.fetchone()
-    if row and row[0] == "relaxed_order":
+    if not options.iterative_scan:
+        return AppliedOptions(iterative_scan="off")
+    in_force = dict(zip((name for name, _ in assignments), row or (), strict=False))
+    if in_force.get("hnsw.iterative_scan") == "relaxed_order":
         return AppliedOptions(iterative_scan="applied")
     return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
 

@@ -30,7 +30,7 @@ from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Wind
 from django.db.models.functions import Lag, RowNumber
 from pgvector.django import CosineDistance
 
-from loopmem import heavy_read
+from loopmem import heavy_read, vector_index
 from loopmem.embeddings import QueryEmbedding
 from loopmem.scope import Scope
 from memory import fusion, keyword_lane
@@ -265,8 +265,11 @@ def load_rows(
 
 
 def distance_to(embedding: QueryEmbedding) -> Case:
-    """Cosine distance to the query, NULL for a row without a vector of the query's model (not embedded yet)."""
-    embedded = Q(embedding__isnull=False, embedding_model=embedding.model_id)
+    """Cosine distance to the query, NULL for a row without a vector of the query's model and size (not embedded
+    yet): pgvector refuses to compare vectors of two sizes, so the CASE never reaches one."""
+    embedded = Q(embedding__isnull=False, embedding_model=embedding.model_id) & vector_index.same_dimensions(
+        len(embedding.vector)
+    )
     return Case(When(embedded, then=CosineDistance("embedding", embedding.vector)), output_field=FloatField())
 
 

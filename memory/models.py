@@ -5,14 +5,14 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Case, F, Func, Q, Value, When
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
+from loopmem import vector_index
 from loopmem.models import Tenant
 from loopmem.scope import Scope
 from loopmem.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
@@ -65,9 +65,15 @@ class Memory(TenantRoutedModel):
     project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     subject_id = models.CharField(max_length=200)
     text = models.TextField()
-    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # Untyped: each vector at its model's native size (loopmem.vector_index indexes each supported size).
+    embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
     embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
+    # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here, beside the
+    # one recall still reads, until every row has one and one transaction swaps them.
+    pending_embedding = VectorField(null=True, blank=True)
+    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
+    pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     confidence = models.FloatField(default=1.0)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
     source_session_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (wire: null)
@@ -117,15 +123,8 @@ class Memory(TenantRoutedModel):
         indexes = [
             models.Index(fields=["tenant", "subject_id"], name="memories_tenant_subject_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
-            # Default recall reads only live rows: the HNSW index holds nothing else.
-            HnswIndex(
-                name="memories_live_hnsw_idx",
-                fields=["embedding"],
-                m=16,
-                ef_construction=64,
-                opclasses=["vector_cosine_ops"],
-                condition=Q(superseded_by__isnull=True),
-            ),
+            # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else.
+            *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True)),
             models.Index(
                 fields=["tenant", "recall_count"],
                 name="memories_graduation_idx",

@@ -12,9 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import ExpressionWrapper, FloatField, Q, QuerySet, Value
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
-from loopmem import embeddings, heavy_read
+from loopmem import embeddings, heavy_read, vector_index
 from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
@@ -22,6 +21,7 @@ from loopmem.scope import Scope
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
+from memory.subject_sizes import subject_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +102,13 @@ def memory_recall(
 
 
 def _candidates(
-    scope: Scope, model_id: str, *, include_superseded: bool, filters: MemoryFilters | None = None
+    scope: Scope, model_id: str, dimensions: int, *, include_superseded: bool, filters: MemoryFilters | None = None
 ) -> QuerySet[Memory]:
-    # Vectors of another model are never compared: their distances would mean nothing. Filters narrow the
-    # scoped rows (recall_candidates), so the exact and the ANN read alike see only matching rows.
+    # Vectors of another model are never compared: their distances would mean nothing; nor vectors of another size
+    # (pgvector refuses to compare them, and the size predicate is what lets the planner use the partial index of
+    # this size). Filters narrow the scoped rows (recall_candidates), so every read sees only matching rows.
     return recall_candidates(scope, include_superseded=include_superseded, filters=filters).filter(
-        embedding__isnull=False, embedding_model=model_id
+        vector_index.same_dimensions(dimensions), embedding__isnull=False, embedding_model=model_id
     )
 
 
@@ -130,7 +131,8 @@ def recall_by_vector(
     tests: "exact", "ann" (verified), "ann_only" (unverified), "ann_post_filter" (the reference's: no iterative
     scan, unverified). `session`: read inside one the caller holds (hybrid recall reads both lanes in one).
     """
-    candidates = _candidates(scope, model_id, include_superseded=include_superseded, filters=filters)
+    dimensions = len(vector)
+    candidates = _candidates(scope, model_id, dimensions, include_superseded=include_superseded, filters=filters)
     opened = (
         heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
         if session is None
@@ -141,8 +143,10 @@ def recall_by_vector(
             # Superseded rows are not in the partial HNSW index: the exact, bounded read serves them.
             return _result(session.fetch(_exact(candidates, vector, k)), k, recall_path="exact")
         if path == "auto":
-            subject_rows = session.count(Memory.objects.for_scope(scope))
-            path = "exact" if subject_rows <= settings.RECALL_EXACT_MAX_ROWS else "ann"
+            path = recall_path_for(session, scope)
+        if path != "exact" and not vector_index.is_indexed(dimensions):
+            _note_unindexed(model_id, dimensions)
+            path = "exact"
         if path == "exact":
             return _result(session.fetch(_exact(candidates, vector, k)), k, recall_path="exact")
         applied = session.configure(
@@ -153,7 +157,11 @@ def recall_by_vector(
             )
         )
         pool = pool_size(k, with_project=scope.project_id is not None)
-        ann = candidates.annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:pool]
+        # Ordered by the cast the index of this size holds; the re-rank below sorts the pool by the full-precision
+        # distance (a halfvec index's order is a close approximation, its distances are not the stored vectors').
+        ann = candidates.annotate(distance=vector_index.exact_distance(vector)).order_by(
+            vector_index.ann_distance(vector)
+        )[:pool]
         rows = sorted(session.fetch(ann), key=lambda m: (m.distance, m.id))[:k]  # type: ignore[attr-defined]
         if len(rows) < k and path == "ann":
             # Verified fill: HNSW came back short, so let the exact read decide what exists.
@@ -169,10 +177,39 @@ def recall_by_vector(
         )
 
 
+def recall_path_for(session: heavy_read.ScopedSession, scope: Scope) -> str:
+    """ "exact" for a subject of at most RECALL_EXACT_MAX_ROWS rows, else "ann", from a size cached per subject.
+
+    Either path is complete whatever the size (exact by construction; ANN verified, re-read exactly when short),
+    so a size up to SUBJECT_SIZE_TTL_SECONDS old costs at most speed, never a row; the count runs once per subject
+    per TTL instead of before every recall.
+    """
+    size = subject_sizes.get(scope)
+    if size is None:
+        size = session.count(Memory.objects.for_scope(scope))
+        subject_sizes.put(scope, size)
+    return "exact" if size <= settings.RECALL_EXACT_MAX_ROWS else "ann"
+
+
+_unindexed_noted: set[tuple[str, int]] = set()
+
+
+def _note_unindexed(model_id: str, dimensions: int) -> None:
+    if (model_id, dimensions) not in _unindexed_noted:
+        _unindexed_noted.add((model_id, dimensions))
+        logger.info(
+            "recall for model %s reads exactly: no HNSW index exists for %d-dim vectors (indexed sizes: %s)",
+            model_id,
+            dimensions,
+            ", ".join(map(str, vector_index.INDEXED_DIMENSIONS)),
+        )
+
+
 def _exact(candidates: QuerySet[Memory], vector: list[float], k: int) -> QuerySet[Memory]:
-    # "+ 0" makes the sort key an expression the HNSW index cannot serve, so the planner never swaps in an
-    # approximate, post-filtered index scan: this read is exact by construction.
-    distance = ExpressionWrapper(CosineDistance("embedding", vector) + Value(0.0), output_field=FloatField())
+    # "+ 0" makes the sort key an expression no HNSW index can serve (nor does the uncast, full-precision column
+    # match the indexes' cast expressions), so the planner never swaps in an approximate, post-filtered index scan:
+    # this read is exact by construction.
+    distance = ExpressionWrapper(vector_index.exact_distance(vector) + Value(0.0), output_field=FloatField())
     return candidates.annotate(distance=distance).order_by("distance", "id")[:k]
 
 

@@ -526,7 +526,9 @@ def _store_vector(memory: Memory, vector: list[float], model_id: str) -> int:
     )
 
 
-MEMORY_EMBEDDINGS = EmbeddedTable(model=Memory, text_fields=("text",), text_of=lambda m: m.text, store=_store_vector)
+MEMORY_EMBEDDINGS = EmbeddedTable(
+    model=Memory, text_fields=("text",), text_of=lambda m: m.text, store=_store_vector, text_mutable=False
+)
 
 
 def memory_embed(*, memory_id: str) -> str:

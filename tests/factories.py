@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import factory
-from django.conf import settings
 from factory.django import DjangoModelFactory
 
 from knowledge.models import Article, article_embedding_text
@@ -37,7 +36,7 @@ class ProjectFactory(DjangoModelFactory[Project]):
 
 
 class ArticleFactory(DjangoModelFactory[Article]):
-    """A published, shared article; pass `embedding=` (padded) with `embedding_model="hashing:v1"` for kNN."""
+    """A published, shared article; pass `embedding=` (384 dims) with `embedding_model="hashing:v1"` for kNN."""
 
     class Meta:
         model = Article
@@ -56,7 +55,7 @@ def embedded_article(tenant: Tenant, title: str, body: str, **fields: Any) -> Ar
     text = article_embedding_text(title, body)
     [vector] = embeddings.HashingEmbedder().embed([text])
     defaults: dict[str, Any] = {
-        "embedding": embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS),
+        "embedding": vector,
         "embedding_model": "hashing:v1",
         "embedding_content_hash": embeddings.content_hash(text),
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from knowledge import services
 from knowledge.models import Article
@@ -24,8 +23,8 @@ MISSING_KEY = error(401, "unauthorized", "A valid API key is required: send 'Aut
 
 
 def vec(*components: float) -> list[float]:
-    """A vector with the given leading components, zero-padded to the column's dimension."""
-    return embeddings.pad([float(c) for c in components], settings.EMBEDDING_DIMENSIONS)
+    """A vector in the test model's 384 dimensions with the given leading components (the rest zero)."""
+    return [float(c) for c in components] + [0.0] * (embeddings.HashingEmbedder.dimensions - len(components))
 
 
 def query_vector(*components: float) -> QueryEmbedding:
@@ -33,9 +32,9 @@ def query_vector(*components: float) -> QueryEmbedding:
 
 
 def hashed(text: str) -> list[float]:
-    """What the test embedder makes of `text`, padded: an article embedded as the worker would."""
+    """What the test embedder makes of `text`: an article embedded as the worker would."""
     [vector] = embeddings.HashingEmbedder().embed([text])
-    return embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS)
+    return vector
 
 
 def propose(client: Any, *, expect: int | None = None, **fields: Any) -> Any:

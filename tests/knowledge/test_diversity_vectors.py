@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from django.conf import settings
 
 from knowledge.selectors import article_diversity_vectors
 from knowledge.visibility import Viewer
@@ -16,7 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 def stored(values: list[float]) -> list[float]:
-    return embeddings.pad(values, settings.EMBEDDING_DIMENSIONS)
+    """A vector of the hashing model's own size (384) starting with `values`."""
+    return [*values, *([0.0] * (embeddings.HashingEmbedder.dimensions - len(values)))]
 
 
 def test_the_vector_comes_back_as_the_float32_values_postgres_stored(tenant):

@@ -67,7 +67,7 @@ def test_the_ann_read_is_answered_by_the_hnsw_index_not_a_scan_and_sort(viewer, 
         viewer=viewer, query="topic", mode="semantic", embedding=QueryEmbedding(hashed("topic 1"), MODEL)
     )
     assert result.semantic_path == "ann"
-    assert "articles_active_hnsw_idx" in plans[0]
+    assert "articles_hnsw_384_idx" in plans[0]
 
 
 @override_settings(

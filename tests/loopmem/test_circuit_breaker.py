@@ -41,7 +41,7 @@ class FakeProvider:
         self.calls += 1
         if self.failure is not None:
             raise self.failure()
-        return [[1.0, 0.0] for _ in texts]
+        return [[1.0] + [0.0] * 383 for _ in texts]  # the hashing model's 384 dims
 
 
 @pytest.fixture

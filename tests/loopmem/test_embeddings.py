@@ -1,4 +1,4 @@
-"""The embedding layer: the hashing and MiniLM embedders, padding and model ids, per-tenant specs, and the real
+"""The embedding layer: the hashing and MiniLM embedders, native sizes and model ids, per-tenant specs, and the real
 OpenAI SDK against a loopback server, with each failure's reason tag."""
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from loopmem.embeddings import (
     content_hash,
     embed_texts,
     is_transient,
-    pad,
     spec_for,
 )
 from loopmem.services import tenant_set_provider
@@ -107,8 +106,8 @@ def test_words_whose_hashes_cancel_out_still_give_a_unit_vector():
 
 @pytest.mark.django_db
 def test_pgvector_gives_the_empty_text_a_real_cosine_distance_where_a_zero_vector_gives_nan():
-    empty, hello = (pad(v, settings.EMBEDDING_DIMENSIONS) for v in HashingEmbedder().embed(["", "hello"]))
-    zero = [0.0] * settings.EMBEDDING_DIMENSIONS
+    empty, hello = HashingEmbedder().embed(["", "hello"])
+    zero = [0.0] * len(hello)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT %s::vector <=> %s::vector, %s::vector <=> %s::vector",
@@ -168,32 +167,25 @@ def test_minilm_truncates_a_long_text_to_its_first_256_tokens(minilm):
 
 
 @pytest.mark.usefixtures("minilm")
-def test_the_local_provider_embeds_with_minilm_padded_to_the_column(tenant):
+def test_the_local_provider_embeds_with_minilm_at_its_native_384_dimensions(tenant):
     tenant_set_provider(tenant=tenant, embedding="local")
     vectors, model_id = embed_texts(tenant, ["a cat sat on the mat", "quarterly invoice totals"])
     assert model_id == "local:all-MiniLM-L6-v2-int8"
-    assert [len(v) for v in vectors] == [settings.EMBEDDING_DIMENSIONS] * 2
-    assert vectors[0][:384] == pytest.approx(embeddings._minilm().embed(["a cat sat on the mat"])[0], abs=1e-6)
-    assert all(x == 0.0 for x in vectors[0][384:])
+    assert [len(v) for v in vectors] == [384, 384]
+    assert vectors[0] == pytest.approx(embeddings._minilm().embed(["a cat sat on the mat"])[0], abs=1e-6)
 
 
-# --- embed_texts, pad, content_hash -------------------------------------------------------------------------
+# --- embed_texts, dimensions, content_hash ------------------------------------------------------------------
 
 
-def test_embed_texts_pads_every_vector_to_the_column_size_and_names_the_model(tenant):
+def test_embed_texts_returns_the_models_native_vectors_unpadded_and_names_the_model(tenant):
     vectors, model_id = embed_texts(tenant, ["first memory", "second memory"])
     assert model_id == "hashing:v1"
-    assert settings.EMBEDDING_DIMENSIONS == 1536
-    assert [len(v) for v in vectors] == [1536, 1536]
-    raw = HashingEmbedder().embed(["first memory", "second memory"])
-    assert [v[:384] for v in vectors] == raw
-    assert all(x == 0.0 for v in vectors for x in v[384:])
-
-
-def test_padding_keeps_the_cosine_between_vectors(tenant):
+    assert settings.EMBEDDING_DIMENSIONS == 1536  # asked of sizeable models only; the hashing model makes 384
+    assert vectors == HashingEmbedder().embed(["first memory", "second memory"])
+    assert [len(v) for v in vectors] == [384, 384]
     (a, b), _ = embed_texts(tenant, ["the cat sat on the mat", "the cat sat on the rug"])
-    raw_a, raw_b = HashingEmbedder().embed(["the cat sat on the mat", "the cat sat on the rug"])
-    assert cosine(a, b) == pytest.approx(cosine(raw_a, raw_b))
+    assert cosine(a, b) < 1.0
 
 
 def test_embed_texts_of_nothing_is_nothing(tenant):
@@ -213,23 +205,32 @@ def test_content_hash_is_the_lowercase_sha256_hex_of_the_text():
     assert content_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
-def test_pad_zero_fills_a_short_vector_and_keeps_an_exact_one():
-    assert pad([0.5, -0.5], 4) == [0.5, -0.5, 0.0, 0.0]
-    assert pad([1.0, 2.0, 3.0], 3) == [1.0, 2.0, 3.0]
-
-
-def test_pad_refuses_a_vector_longer_than_the_column():
+def test_a_provider_answering_with_another_size_than_its_model_makes_is_refused(tenant, monkeypatch):
+    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 100)
     with pytest.raises(EmbeddingDimensionMismatch) as caught:
-        pad([0.1] * 1537, 1536)
+        embed_texts(tenant, ["not the size this model makes"])
     assert caught.value.tag == "embedding_dimension_mismatch"
-    assert str(caught.value) == "dimension mismatch: expected 1536, got 1537"
+    assert str(caught.value) == "dimension mismatch: hashing:v1 makes 100, got 384"
     assert not is_transient(caught.value)
 
 
-@override_settings(EMBEDDING_DIMENSIONS=100)
-def test_embed_texts_refuses_a_model_wider_than_the_column(tenant):
-    with pytest.raises(EmbeddingDimensionMismatch, match="expected 100, got 384"):
-        embed_texts(tenant, ["too wide for this column"])
+def test_vectors_of_two_sizes_in_one_answer_or_beyond_pgvector_are_refused():
+    spec = embeddings.EmbedderSpec(provider="openai", model="bge-small")  # a size the provider alone knows
+    embeddings.check_dimensions(spec, [[0.1] * 768, [0.2] * 768])
+    with pytest.raises(EmbeddingDimensionMismatch, match=r"sizes \[384, 768\]"):
+        embeddings.check_dimensions(spec, [[0.1] * 384, [0.2] * 768])
+    with pytest.raises(EmbeddingDimensionMismatch):
+        embeddings.check_dimensions(spec, [[0.1] * 16_001])
+
+
+@pytest.mark.parametrize(
+    ("model", "setting", "asked"),
+    [("text-embedding-3-small", 1536, 1536), ("text-embedding-3-small", 3072, 1536),
+     ("text-embedding-3-large", 3072, 3072), ("text-embedding-3-large", 256, 256), ("bge-small", 1536, None)],
+)  # fmt: skip
+def test_the_dimensions_setting_is_only_what_sizeable_models_are_asked_for(model, setting, asked):
+    with override_settings(EMBEDDING_DIMENSIONS=setting):
+        assert embeddings.requested_dimensions(model) == asked
 
 
 # --- spec_for: tenant overrides over deployment defaults ------------------------------------------------------
@@ -403,14 +404,14 @@ def test_openai_vectors_come_back_in_index_order_when_the_server_shuffles_them(o
     assert [v[0] for v in vectors] == [1.0, 2.0, 3.0, 4.0, 5.0]
 
 
-def test_openai_models_outside_text_embedding_3_get_no_dimensions_and_are_zero_padded(openai_tenant, fake_openai):
+def test_openai_models_outside_text_embedding_3_get_no_dimensions_and_keep_their_size(openai_tenant, fake_openai):
     tenant_set_provider(tenant=openai_tenant, embedding_model="nomic-embed-text")
     vectors, model_id = embed_texts(openai_tenant, ["hello"])
     assert model_id == "openai:nomic-embed-text"
     [request] = fake_openai.requests
     assert request["body"]["model"] == "nomic-embed-text"
     assert "dimensions" not in request["body"]
-    assert vectors == [[1.0, 0.25, 0.25, *([0.0] * 1533)]]
+    assert vectors == [[1.0, 0.25, 0.25]]
 
 
 @override_settings(EMBEDDING_API_KEY="")

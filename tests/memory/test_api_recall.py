@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.test import override_settings
 
 from loopmem import embeddings
 from loopmem.errors import InvalidProjectId, InvalidQuery
@@ -208,8 +207,8 @@ def test_a_crashing_provider_is_embedding_crash(agent, monkeypatch):
     assert recall(agent, "x")["meta"]["reason"] == "embedding_crash"
 
 
-@override_settings(EMBEDDING_DIMENSIONS=8)
-def test_a_query_vector_longer_than_the_column_is_an_error_outcome(agent):
+def test_a_query_vector_of_another_size_than_the_model_makes_is_an_error_outcome(agent, monkeypatch):
+    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 8)
     meta = recall(agent, "x")["meta"]
     assert meta == {
         "total_count": 0,

@@ -141,7 +141,7 @@ def test_every_filter_alone_and_combined_on_the_ann_path(agent, corpus, hnsw_onl
     # The filters sit inside the HNSW index scan itself (an iterative scan with the filter), not after it.
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     plan = _plan_of_recall(scope, MemoryFilters(tags=("a",), metadata={"lang": "py"}), hnsw=True)
-    assert "memories_live_hnsw_idx" in plan
+    assert "memories_hnsw_384_idx" in plan
     assert re.search(r"Filter: .*tags @> ", plan), plan
     assert "metadata @> " in plan
 
@@ -223,7 +223,7 @@ def test_the_filters_are_scoped_reads_for_the_guard(tenant):
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     filters = MemoryFilters(tags=("a",), tags_any=("b",), metadata={"k": 1}, min_confidence=0.1)
     heavy_read.assert_scoped(
-        selectors._candidates(scope, "hashing:v1", include_superseded=False, filters=filters).query,
+        selectors._candidates(scope, "hashing:v1", 384, include_superseded=False, filters=filters).query,
         tenant_id=tenant.id,
         subject_id="agent-a",
     )
@@ -235,7 +235,7 @@ def test_the_filters_are_scoped_reads_for_the_guard(tenant):
 
 def _vector() -> list[float]:
     [raw] = embeddings.HashingEmbedder().embed(["deploy pipeline"])
-    return embeddings.pad(raw, 1536)
+    return raw
 
 
 def _plan_of_recall(scope: Scope, filters: MemoryFilters, *, hnsw: bool = False) -> str:

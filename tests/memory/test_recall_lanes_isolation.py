@@ -56,7 +56,7 @@ def _build(seed, tenant, other_tenant) -> World:
     embedded = [row for row in rows if rng.random() < 0.8]  # the rest wait for the worker (read-your-writes)
     for row in embedded:
         [vector] = embeddings.HashingEmbedder().embed([row.text])
-        row.embedding, row.embedding_model = embeddings.pad(vector, 1536), MODEL_ID
+        row.embedding, row.embedding_model = vector, MODEL_ID
     Memory.objects.bulk_update(embedded, ["embedding", "embedding_model"])
     for row in rows:
         peers = [r for r in rows if (r.tenant_id, r.subject_id) == (row.tenant_id, row.subject_id) and r is not row]
@@ -118,7 +118,7 @@ def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_t
             embedded = {row.id for row in visible if row.embedding_model == MODEL_ID}
             matching = {row.id for row in visible if terms & world.lexemes[row.id]}
             [vector] = embeddings.HashingEmbedder().embed([query])
-            query_embedding = embeddings.QueryEmbedding(vector=embeddings.pad(vector, 1536), model_id=MODEL_ID)
+            query_embedding = embeddings.QueryEmbedding(vector=vector, model_id=MODEL_ID)
             semantic = recall_by_vector(
                 scope=scope,
                 vector=query_embedding.vector,
@@ -179,7 +179,7 @@ def test_the_three_reads_rank_alike(agent, tenant, monkeypatch, settings):
     embed_pending()
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     [vector] = embeddings.HashingEmbedder().embed(["alpha bravo"])
-    query_embedding = embeddings.QueryEmbedding(vector=embeddings.pad(vector, 1536), model_id=MODEL_ID)
+    query_embedding = embeddings.QueryEmbedding(vector=vector, model_id=MODEL_ID)
 
     def ranking():
         result = recall_lanes(

@@ -46,7 +46,7 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(agent, tenan
     # scan budget then finds too few of ours, and the verified fill must notice and read exactly.
     [near] = embeddings.HashingEmbedder().embed(["fact"])
     Memory.objects.bulk_create(
-        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=embeddings.pad(near, 1536),
+        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
                embedding_model="hashing:v1", embedding_content_hash="x")
         for _ in range(1000)
     )  # fmt: skip
@@ -63,7 +63,7 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(agent, tenan
     monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     [query] = embeddings.HashingEmbedder().embed(["fact"])
-    vector = embeddings.pad(query, 1536)
+    vector = query
     short = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=15, path="ann_only")
     assert len(short.hits) < 15  # the dilution is real: HNSW alone under-fills
     filled = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=15, path="ann")

@@ -149,8 +149,9 @@ def test_without_embeddings_both_halves_fall_back_and_the_call_is_degraded(agent
     assert body["knowledge"]["meta"]["degraded"] is True
 
 
-@override_settings(EMBEDDING_DIMENSIONS=8)
-def test_a_dimension_mismatch_names_itself(agent, corpus):
+def test_a_dimension_mismatch_names_itself(agent, corpus, monkeypatch):
+    # The provider answers with vectors of another size than its model makes.
+    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 8)
     meta = recall(agent, "deploy")["meta"]
     assert (meta["degraded"], meta["degraded_reason"]) == (True, "embedding_dimension_mismatch")
 
@@ -196,7 +197,7 @@ def test_a_ledger_failure_degrades_the_call(agent, corpus, monkeypatch):
 
 
 def test_near_duplicate_articles_take_one_slot_and_the_next_fills_it(agent, tenant):
-    twin_vector = embeddings.pad(embeddings.HashingEmbedder().embed(["deploy pipeline"])[0], 1536)
+    twin_vector = embeddings.HashingEmbedder().embed(["deploy pipeline"])[0]
     article(tenant, "Deploy pipeline A", "deploy pipeline notes", embedding=twin_vector)
     article(tenant, "Deploy pipeline B", "deploy pipeline notes again", embedding=twin_vector)
     article(tenant, "Rollback", "how to roll back a deploy")

@@ -9,7 +9,6 @@ from argparse import ArgumentParser
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import connection
 from django.test import Client, override_settings
 
@@ -66,7 +65,7 @@ class Command(OperatorCommand):
         broad: list[tuple[str, QueryEmbedding]] = []
         for _ in range(options["queries"] + warm_up):
             topic, vector = space.query(rng)
-            embedding = QueryEmbedding(vector=embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS), model_id=model_id)
+            embedding = QueryEmbedding(vector=list(vector), model_id=model_id)
             typical.append((" ".join(rng.sample(space.words_of(topic), k=rng.randint(2, 3))), embedding))
             broad.append((" ".join(rng.sample(space.words[:BROAD_WORDS], k=2)), embedding))
 
@@ -171,7 +170,7 @@ def corpus(tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebui
                         status="draft" if roll < 0.05 else "published",
                         visibility="owner" if 0.05 <= roll < 0.15 else "shared",
                         owner_subject_id=f"agent-{rng.randint(0, 50)}",
-                        embedding=embeddings.pad(vector, settings.EMBEDDING_DIMENSIONS),
+                        embedding=list(vector),
                         embedding_model=model_id,
                         embedding_content_hash=embeddings.content_hash(f"{title}\n\n{body}"),
                     )

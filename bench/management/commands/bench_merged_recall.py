@@ -89,7 +89,7 @@ class ArticleCorpus:
 
 
 def _hashing_space(text: str) -> Vector:
-    """The hashing provider's vector of `text` in its own 384 dimensions (the column pads it with zeros)."""
+    """The hashing provider's vector of `text` in its own 384 dimensions."""
     full = scale_corpus.query_vector(text)
     return np.asarray(full[: embeddings.HashingEmbedder.dimensions], dtype=np.float64)
 
@@ -112,7 +112,6 @@ def _aligned_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, seed: 
     rng = np.random.default_rng([seed, 1])
     words = bench_knowledge_search.Space(seed=seed).words
     model_id = embeddings.spec_for(tenant).model_id
-    dimensions = settings.EMBEDDING_DIMENSIONS
 
     def article(title: str, body: str, vector: Vector) -> Article:
         return Article(
@@ -123,7 +122,7 @@ def _aligned_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, seed: 
             status=Article.Status.PUBLISHED,
             visibility=Article.Visibility.SHARED,
             owner_subject_id=ARTICLE_AUTHOR,
-            embedding=embeddings.pad([float(x) for x in vector], dimensions),
+            embedding=[float(x) for x in vector],
             embedding_model=model_id,
             embedding_content_hash=embeddings.content_hash(f"{title}\n\n{body}"),
         )
@@ -447,7 +446,7 @@ def environment(tenant: Tenant) -> dict[str, Any]:
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "dimensions": settings.EMBEDDING_DIMENSIONS,
+        "dimensions": embeddings.HashingEmbedder.dimensions,
         "recall_exact_max_rows": settings.RECALL_EXACT_MAX_ROWS,
         "knowledge_search_exact_max_rows": settings.KNOWLEDGE_SEARCH_EXACT_MAX_ROWS,
         "hnsw_ef_search": settings.HNSW_EF_SEARCH,

@@ -111,7 +111,7 @@ def recall_summary(values: Sequence[float]) -> dict[str, float]:
 
 
 def prepare_corpus(
-    *, slug: str, rows: int, subjects: int, reuse: bool, seed: int
+    *, slug: str, rows: int, subjects: int, reuse: bool, seed: int, dimensions: int = scale_corpus.NATIVE_DIMENSIONS
 ) -> tuple[Tenant, scale_corpus.DilutedCorpus]:
     """Build the diluted corpus under a new tenant, or describe the one already there (--reuse)."""
     existing = Tenant.objects.filter(slug=slug).first()
@@ -121,16 +121,20 @@ def prepare_corpus(
         loaded = Memory.objects.for_tenant(existing.id).exclude(subject_id=WRITER_SUBJECT).count()
         if loaded != rows:
             raise CommandError(f"tenant {slug} holds {loaded} rows, not {rows}: it is not this corpus")
-        load = scale_corpus.LoadStats(
-            rows=rows, dimensions=settings.EMBEDDING_DIMENSIONS, copy_seconds=0, index_seconds=0
-        )
+        load = scale_corpus.LoadStats(rows=rows, dimensions=dimensions, copy_seconds=0, index_seconds=0)
         return existing, scale_corpus.diluted_corpus_shape(
             tenant_id=existing.id, rows=rows, subjects=subjects, load=load
         )
     tenant = scale_tenant(name=f"Recall benchmark ({rows} rows, {subjects} subjects)", slug=slug)
     with corpus_progress(rows) as progress:
         corpus = scale_corpus.build_diluted_corpus(
-            tenant_id=tenant.id, rows=rows, subjects=subjects, seed=seed, progress=progress.rows, phase=progress.phase
+            tenant_id=tenant.id,
+            rows=rows,
+            subjects=subjects,
+            seed=seed,
+            dimensions=dimensions,
+            progress=progress.rows,
+            phase=progress.phase,
         )
     return tenant, corpus
 
@@ -201,7 +205,7 @@ def read(mode: Mode, tenant_id: uuid.UUID, probe: Probe, filters: MemoryFilters 
         return recall_by_vector(
             scope=scope,
             vector=probe.vector,
-            model_id=scale_corpus.HASHING_MODEL_ID,
+            model_id=scale_corpus.model_id_for(len(probe.vector)),
             k=K,
             path=mode.path,
             filters=filters,
@@ -254,6 +258,7 @@ def measure_mode(
             underfilled += result.underfilled
             bar.update(1)
     return {
+        "load_average": load_average(),
         "path": mode.path,
         "hnsw_forced": mode.hnsw_forced,
         "plan": plan_of(mode, tenant_id, probes[0], filters),
@@ -387,6 +392,39 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def load_average() -> list[float]:
+    """The machine's 1/5/15-minute load, printed beside every figure: a busy machine's figures mean little."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def storage(tenant_id: uuid.UUID, dimensions: int) -> dict[str, Any]:
+    """What the corpus's vectors cost on disk: the stored vector per row (this tenant's rows), and the sizes of
+    the memories table, its TOAST and the HNSW index of this size (whole table: every tenant in the database)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT avg(pg_column_size(embedding)), count(*) FROM memories WHERE tenant_id = %s",
+            [str(tenant_id)],
+        )
+        per_row, rows = cursor.fetchone() or (0, 0)
+        cursor.execute(
+            "SELECT pg_relation_size('memories'), coalesce(pg_total_relation_size(reltoastrelid), 0),"
+            " pg_indexes_size('memories'), pg_relation_size(to_regclass(%s))"
+            " FROM pg_class WHERE oid = 'memories'::regclass",
+            [scale_corpus.hnsw_index_name(dimensions)],
+        )
+        heap, toast, indexes, hnsw = cursor.fetchone() or (0, 0, 0, 0)
+    return {
+        "dimensions": dimensions,
+        "tenant_rows": rows,
+        "embedding_bytes_per_row": round(float(per_row or 0), 1),
+        "memories_heap_bytes": heap,
+        "memories_toast_bytes": toast,
+        "memories_all_indexes_bytes": indexes,
+        "hnsw_index_bytes": hnsw,
+        "load_average": load_average(),
+    }
+
+
 def environment() -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -403,6 +441,7 @@ def environment() -> dict[str, Any]:
         "memories_table_bytes": row[3],
         "hnsw_index_bytes": row[4],
         "cpus": os.cpu_count(),
+        "load_average": load_average(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "hnsw_ef_search": settings.HNSW_EF_SEARCH,
@@ -429,6 +468,14 @@ class Command(OperatorCommand):
         parser.add_argument(
             "--quota-rows", type=int, default=None, help="rows of the quota-full subject (default: the memory quota)"
         )
+        parser.add_argument(
+            "--dims",
+            type=int,
+            action="append",
+            default=[],
+            help="also build the same corpus at this size (a synthetic model, e.g. 1536) in its own tenant and "
+            "print its storage and service-level reads beside the native 384-dim ones; repeatable",
+        )
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         rows, subjects = options["rows"], options["subjects"]
@@ -451,6 +498,7 @@ class Command(OperatorCommand):
             "corpus": {**corpus_summary(corpus, tenant, built=built), "filter_tag_added_now": tagged_now},
             "quota_full_subject_rows": quota_rows,
             "environment": environment(),
+            "storage": storage(tenant.id, corpus.load.dimensions),
             "dilution": measure_dilution(corpus, probes[:DILUTION_PROBES]),
             "passes": [
                 measure_pass(
@@ -464,7 +512,36 @@ class Command(OperatorCommand):
                 for n in range(options["passes"])
             ],
         }
+        summary["dimensions_compared"] = [
+            compare_dimensions(dimensions, slug=slug, options=options)
+            for dimensions in options["dims"]
+            if dimensions != corpus.load.dimensions
+        ]
         return summary, render(summary)
+
+
+# The service-level reads of the size comparison (HTTP embeds with the tenant's 384-dim model: not comparable).
+COMPARED_MODES = (MODES[0], MODES[1], MODES[4])
+
+
+def compare_dimensions(dimensions: int, *, slug: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The same diluted corpus at another size, in its own tenant: storage and the recall_by_vector reads."""
+    rows, subjects = options["rows"], options["subjects"]
+    tenant, corpus = prepare_corpus(
+        slug=f"{slug}-d{dimensions}",
+        rows=rows,
+        subjects=subjects,
+        reuse=Tenant.objects.filter(slug=f"{slug}-d{dimensions}").exists(),
+        seed=options["seed"],
+        dimensions=dimensions,
+    )
+    probes = sample_probes(corpus, options["queries"], options["seed"])
+    return {
+        "dimensions": dimensions,
+        "model_id": corpus.model_id,
+        "storage": storage(tenant.id, dimensions),
+        "service": {mode.label: measure_mode(mode, tenant.id, probes) for mode in COMPARED_MODES},
+    }
 
 
 def corpus_summary(corpus: scale_corpus.DilutedCorpus, tenant: Tenant, *, built: bool) -> dict[str, Any]:
@@ -498,7 +575,8 @@ def render(summary: dict[str, Any]) -> str:
         f"({corpus['rows_per_subject']} rows each, hubs of {corpus['subjects_per_hub']}), {corpus['dimensions']} dims; "
         f"{built}",
         f"PostgreSQL {env['postgres']}, pgvector {env['pgvector']}, shared_buffers {env['shared_buffers']}, "
-        f"{env['cpus']} CPUs; ef_search {env['hnsw_ef_search']}, max_scan_tuples {env['hnsw_max_scan_tuples']}, "
+        f"{env['cpus']} CPUs, load average {env['load_average']}; ef_search {env['hnsw_ef_search']}, "
+        f"max_scan_tuples {env['hnsw_max_scan_tuples']}, "
         f"exact up to {env['recall_exact_max_rows']} rows",
         f"dilution ({dilution['subjects_checked']} subjects): rows nearer than the subject's nearest own row "
         f"min {nearer['min']}, median {nearer['median']}; own top 10 outside the global top {DILUTION_DEPTH} for "
@@ -506,14 +584,46 @@ def render(summary: dict[str, Any]) -> str:
     ]
     for number, figures in enumerate(summary["passes"], start=1):
         lines += ["", f"pass {number}", *render_pass(figures)]
+    lines += ["", *render_sizes(summary)]
     return "\n".join(lines)
+
+
+def render_sizes(summary: dict[str, Any]) -> list[str]:
+    """Storage per row and the service-level reads, native size beside each compared size."""
+    sizes = [
+        {"storage": summary["storage"], "service": summary["passes"][0]["service"], "model_id": "native"},
+        *summary.get("dimensions_compared", []),
+    ]
+    header = f"{'dims':>6}{'vector B/row':>14}{'heap MB':>9}{'TOAST MB':>10}{'HNSW MB':>9}  load average"
+    lines = ["storage (heap/TOAST: the whole memories table; HNSW: the index of that size)", header]
+    for size in sizes:
+        st = size["storage"]
+        lines.append(
+            f"{st['dimensions']:>6}{st['embedding_bytes_per_row']:>14.0f}{st['memories_heap_bytes'] / 1e6:>9.1f}"
+            f"{st['memories_toast_bytes'] / 1e6:>10.1f}{st['hnsw_index_bytes'] / 1e6:>9.1f}  {st['load_average']}"
+        )
+    header = f"{'read':<28}" + "".join(f"{str(s['storage']['dimensions']) + ' p50/p95 ms':>22}" for s in sizes)
+    lines += ["", header]
+    for mode in COMPARED_MODES:
+        cells = ""
+        for size in sizes:
+            figures = size["service"][mode.label]
+            latency, recall = figures["latency_ms"], figures["recall_at_10"]["min"]
+            cells += f"{latency['p50']:>8.2f}/{latency['p95']:.2f} r{recall:.2f}".rjust(22)
+        lines.append(f"{'recall_by_vector ' + mode.label:<28}{cells}")
+    loads = ", ".join(
+        f"{s['storage']['dimensions']}: {s['service'][COMPARED_MODES[0].label]['load_average']}" for s in sizes
+    )
+    lines.append(f"load average while measuring ({loads})")
+    return lines
 
 
 def render_pass(figures: dict[str, Any]) -> list[str]:
     header = f"{'read':<40}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'r@10 mean':>11}{'min':>6}{'=1.0':>7}  plan"
     lines = [header, "-" * len(header)]
     for label, mode in figures["service"].items():
-        lines.append(row(f"recall_by_vector {label}", mode["latency_ms"], mode["recall_at_10"], mode["plan"]))
+        plan = f"{mode['plan']} (load {mode['load_average'][0]})"
+        lines.append(row(f"recall_by_vector {label}", mode["latency_ms"], mode["recall_at_10"], plan))
     http = figures["http_recall"]
     lines.append(row("POST /memory/recall (in-process)", http["latency_ms"], http["recall_at_10"], "auto"))
     embedding = figures["query_embedding"]

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
 from bench import scale_corpus
 from bench.harness import BENCH_RATE_LIMIT
 from loopmem.management.operator import OperatorCommand, tenant_summary
@@ -79,7 +77,7 @@ def _summary(tenant: Tenant, corpus: scale_corpus.NeedleCorpus, *, total_seconds
     return {
         "tenant": tenant_summary(tenant),
         "rows": corpus.rows,
-        "dimensions": settings.EMBEDDING_DIMENSIONS,
+        "dimensions": corpus.load.dimensions,
         "model_id": corpus.model_id,
         "needle_subject": corpus.subject_id,
         "needle_rows": len(corpus.needle_ids),
