@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from typing import Any
 
@@ -12,9 +13,15 @@ from django.db import models
 
 
 def _fernet() -> Fernet:
+    return _fernet_for(settings.SECRET_KEY)
+
+
+@functools.lru_cache(maxsize=4)
+def _fernet_for(secret: str) -> Fernet:
+    # Cached: every authenticated request loads its tenant, and with it decrypts the tenant's provider keys.
     # HKDF-free derivation is enough here: the input is already a long random secret, and a
     # domain-separation label keeps this key distinct from every other use of SECRET_KEY.
-    digest = hashlib.sha256(b"loopmem/provider-keys/v1:" + settings.SECRET_KEY.encode()).digest()
+    digest = hashlib.sha256(b"loopmem/provider-keys/v1:" + secret.encode()).digest()
     return Fernet(base64.urlsafe_b64encode(digest))
 
 
