@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -30,7 +29,7 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.schema import OUTCOME, PAGE_PARAMETERS, data_envelope, page, responses
+from loopmem.schema import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
 
 # What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
 NOT_BLANK = r"\S"
@@ -152,15 +151,18 @@ article_schema = extend_schema_view(
             *PAGE_PARAMETERS,
             OpenApiParameter("status", str, enum=[*Article.Status.values, ""], description="blank is absent"),
             *LIST_FILTERS,
-            OpenApiParameter("project_id", OpenApiTypes.UUID, description="that project's articles only"),
+            project_id_parameter("that project's articles only; blank is every article"),
         ],
         responses=responses(
             {200: page("ArticlePage", ArticleSummaryOut())}, BadRequest, InvalidProjectId, ValidationFailed
         ),
     ),
-    retrieve=extend_schema(responses=responses({200: data_envelope("ArticleGetOut", ArticleOut())}, NotFound)),
+    retrieve=extend_schema(
+        parameters=[ROW_ID], responses=responses({200: data_envelope("ArticleGetOut", ArticleOut())}, NotFound)
+    ),
     partial_update=extend_schema(
         request=ArticlePatchBodyIn,
+        parameters=[ROW_ID],
         responses=responses(
             {200: data_envelope("ArticlePatchOut", ArticleOut(), write=True)},
             NotFound,
@@ -186,7 +188,7 @@ search_schema = extend_schema_view(
                 "`query` is an alias",
             ),
             OpenApiParameter("mode", str, enum=[*SEARCH_MODES, ""], description="blank is combined"),
-            OpenApiParameter("project_id", OpenApiTypes.UUID, description="the global articles plus this project's"),
+            project_id_parameter("the global articles plus this project's; blank is the global articles only"),
             *LIST_FILTERS,
             *PAGE_PARAMETERS,
         ],

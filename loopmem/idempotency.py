@@ -36,7 +36,9 @@ HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 255
 # Printable ASCII without spaces: UUIDs, ULIDs, base64 and hex tokens all fit; nothing a log or header mangles.
-_KEY = re.compile(rf"[\x21-\x7e]{{1,{MAX_KEY_LENGTH}}}")
+# Also the header's OpenAPI `pattern` (memory.schema).
+KEY_PATTERN = rf"[\x21-\x7e]{{1,{MAX_KEY_LENGTH}}}"
+_KEY = re.compile(KEY_PATTERN)
 
 _TABLE = IdempotencyRecord._meta.db_table
 _CLAIM = f"""

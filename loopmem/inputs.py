@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from loopmem.errors import DomainError, ValidationFailed
-from loopmem.params import lenient_int, project_id_from, session_id_problem, truthy
+from loopmem.params import CANONICAL_UUID_PATTERN, lenient_int, project_id_from, session_id_problem, truthy
 from loopmem.scope import MAX_SESSION_ID_BYTES
 
 if TYPE_CHECKING:
@@ -77,7 +77,10 @@ class WireField(serializers.Field):  # type: ignore[type-arg]
 
 
 PROJECT_ID_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "string", "format": "uuid"}, {"type": "string", "pattern": r"^\s*$"}],
+    "anyOf": [
+        {"type": "string", "format": "uuid", "pattern": f"^{CANONICAL_UUID_PATTERN}$"},
+        {"type": "string", "pattern": r"^\s*$"},
+    ],
     "nullable": True,
     "description": "the canonical UUID of one of your tenant's projects (422 `invalid_project_id` otherwise); "
     "null or blank is global",

@@ -16,7 +16,9 @@ DEFAULT_PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
-_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# The regex source is also the OpenAPI `pattern` of every id (loopmem.schema), so the schema says what passes.
+CANONICAL_UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)
 
 
 def canonical_uuid(value: object) -> uuid.UUID | None:

@@ -35,7 +35,8 @@ from loopmem.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from loopmem.params import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+from loopmem.inputs import PROJECT_ID_SCHEMA
+from loopmem.params import CANONICAL_UUID_PATTERN, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 
 
 class EnvelopeAutoSchema(AutoSchema):
@@ -177,6 +178,34 @@ def error_component(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     return result
 
 
+# --- What drf-spectacular cannot say by itself ---------------------------------------------------------------
+
+# Markers an operation or a parameter carries until `precise_requests` turns them into OpenAPI.
+_BODY_REQUIRED = "x-loopmem-body-required"
+_JSON_CONTENT = "x-loopmem-json-content"
+BODY_REQUIRED = {_BODY_REQUIRED: True}
+
+
+def json_query_parameter(name: str, schema: dict[str, Any], *, description: str) -> OpenApiParameter:
+    """A query parameter whose value is JSON text (`?metadata={"lang":"py"}`): OpenAPI says so with
+    `content: {application/json: {schema}}`, which drf-spectacular cannot write; `precise_requests` does."""
+    return OpenApiParameter(name, schema, description=description, extensions={_JSON_CONTENT: True})
+
+
+def precise_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: a body the operation cannot do without is `required` (a body whose
+    fields are all optional one by one may still need one of them), and a JSON-text query parameter is
+    described by its `content` (the schema of the parsed JSON) rather than as a plain string."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if operation.pop(_BODY_REQUIRED, False) and "requestBody" in operation:
+                operation["requestBody"]["required"] = True
+            for parameter in operation.get("parameters", []):
+                if parameter.pop(_JSON_CONTENT, False):
+                    parameter["content"] = {"application/json": {"schema": parameter.pop("schema")}}
+    return result
+
+
 # --- Envelopes ----------------------------------------------------------------------------------------------
 
 OUTCOME_CHOICES = ["success", "empty", "degraded", "fallback", "error"]
@@ -222,6 +251,20 @@ def page(name: str, item: serializers.Serializer, *, outcome: bool = True) -> An
     """`{data: [item], meta: {total_count, limit, offset[, outcome]}}`: every list (projects' carry no outcome)."""
     return inline_serializer(name, {"data": item.__class__(many=True), "meta": _PAGE_META[outcome].__class__()})
 
+
+def project_id_parameter(description: str) -> OpenApiParameter:
+    """`?project_id=`: a canonical UUID (422 `invalid_project_id` otherwise), blank is global."""
+    return OpenApiParameter("project_id", PROJECT_ID_SCHEMA, description=description)
+
+
+# A row's id in a path: anything but a canonical UUID (surrounding spaces allowed) is the same 404 as an id that
+# is not there, so the schema states the UUID rule and a request breaking it expects the 404.
+ROW_ID = OpenApiParameter(
+    "id",
+    {"type": "string", "pattern": rf"^\s*{CANONICAL_UUID_PATTERN}\s*$"},
+    location=OpenApiParameter.PATH,
+    description="a canonical UUID; anything else is 404, like an id that is not there",
+)
 
 PAGE_PARAMETERS = [
     OpenApiParameter(

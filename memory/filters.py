@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from memory.models import Memory
 
 MAX_FILTER_TAGS = 50
+MAX_FILTER_TAG_LENGTH = 200
 
 Rows = TypeVar("Rows", bound=QuerySet[Memory])
 

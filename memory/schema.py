@@ -10,6 +10,7 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
@@ -41,8 +42,19 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.inputs import ProjectIdField
-from loopmem.schema import FLAG_PARAMETER, OUTCOME, PAGE_PARAMETERS, data_envelope, page, responses
+from loopmem.schema import (
+    BODY_REQUIRED,
+    FLAG_PARAMETER,
+    OUTCOME,
+    PAGE_PARAMETERS,
+    ROW_ID,
+    data_envelope,
+    json_query_parameter,
+    page,
+    responses,
+)
 from memory.envelopes import EXPORT_CONTENT_TYPE
+from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS
 from memory.models import Memory
 from memory.serializers import (
     MAX_BATCH,
@@ -73,10 +85,26 @@ class SessionTurnBodyIn(SessionTurnIn):
     tier = serializers.ChoiceField(choices=["session"])
 
 
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "object", "additionalProperties": {}},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+            {"type": "number"},
+            {"type": "boolean"},
+        ],
+        "description": "a remember body (either tier); any other item but null fails alone, as its own 422",
+    }
+)
+class BatchItemField(serializers.JSONField):
+    """An item of a batch as the schema shows it: any JSON but null (a null item refuses the whole batch)."""
+
+
 class BatchBodyIn(BatchIn):
     """POST /api/v1/memory/batch: each item is a remember body (either tier), validated on its own."""
 
-    memories = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_BATCH)
+    memories = serializers.ListField(child=BatchItemField(), min_length=1, max_length=MAX_BATCH)
 
 
 # A correction names at least one field and no other (MemoryPatchIn.to_internal_value).
@@ -114,7 +142,7 @@ REMEMBER_ERRORS = (ValidationFailed, InvalidProjectId, QuotaExceeded, SecretDete
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     idempotency.HEADER,
-    str,
+    {"type": "string", "pattern": f"^{idempotency.KEY_PATTERN}$"},
     location=OpenApiParameter.HEADER,
     description="optional; 1-255 printable ASCII characters. A retry with the same key and body within the retention "
     "window (24 h) replays the first answer (header `Idempotent-Replayed: true`); the same key with another body "
@@ -122,13 +150,37 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 )
 IDEMPOTENCY_ERRORS = (InvalidIdempotencyKey, IdempotencyKeyReused)
 
+# Each value is one tag or several, comma-separated (empty parts dropped), each at most 200 characters; at most
+# 50 tags in all once split (a bound per value and on the count of values is what a schema can say).
+_FILTER_TAGS = {
+    "type": "array",
+    "items": {"type": "string", "pattern": f"^[^,]{{0,{MAX_FILTER_TAG_LENGTH}}}(,[^,]{{0,{MAX_FILTER_TAG_LENGTH}}})*$"},
+    "maxItems": MAX_FILTER_TAGS,
+}
+# A time filter: an ISO 8601 datetime or date; blank is no filter.
+_FILTER_TIME = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "format": "date"},
+        {"type": "string", "enum": [""]},
+    ]
+}
 FILTER_PARAMETERS = [
-    OpenApiParameter("tags", str, many=True, description="every tag must be on the memory (repeat or comma-separate)"),
-    OpenApiParameter("tags_any", str, many=True, description="at least one of these tags"),
-    OpenApiParameter("metadata", str, description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}'),
-    OpenApiParameter("created_after", OpenApiTypes.DATETIME, description="ISO 8601 datetime or date; strictly after"),
-    OpenApiParameter("created_before", OpenApiTypes.DATETIME, description="ISO 8601 datetime or date; before"),
-    OpenApiParameter("min_confidence", float, description="0..1; confidence at least this"),
+    OpenApiParameter("tags", _FILTER_TAGS, description="every tag must be on the memory (repeat or comma-separate)"),
+    OpenApiParameter("tags_any", _FILTER_TAGS, description="at least one of these tags (repeat or comma-separate)"),
+    json_query_parameter(
+        "metadata",
+        {"type": "object", "additionalProperties": {}},
+        description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}; blank is no filter; '
+        "any other JSON (or text that is not JSON) is 422",
+    ),
+    OpenApiParameter("created_after", _FILTER_TIME, description="ISO 8601 datetime or date; strictly after"),
+    OpenApiParameter("created_before", _FILTER_TIME, description="ISO 8601 datetime or date; before"),
+    OpenApiParameter(
+        "min_confidence",
+        {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "string", "enum": [""]}]},
+        description="0..1; confidence at least this; blank is no filter",
+    ),
 ]
 
 
@@ -222,6 +274,7 @@ PROMOTE_OUT = data_envelope(
 memory_schema = extend_schema_view(
     create=extend_schema(
         request=REMEMBER_IN,
+        extensions=BODY_REQUIRED,
         parameters=[IDEMPOTENCY_KEY],
         responses=responses(
             {201: data_envelope("RememberOut", remembered_out(), write=True)},
@@ -247,9 +300,13 @@ memory_schema = extend_schema_view(
         ],
         responses=responses({200: page("MemoryPage", MemoryOut())}, ValidationFailed),
     ),
-    retrieve=extend_schema(responses=responses({200: data_envelope("MemoryGetOut", MemoryOut())}, NotFound)),
+    retrieve=extend_schema(
+        parameters=[ROW_ID], responses=responses({200: data_envelope("MemoryGetOut", MemoryOut())}, NotFound)
+    ),
     partial_update=extend_schema(
         request={"application/json": PATCH_IN},
+        extensions=BODY_REQUIRED,
+        parameters=[ROW_ID],
         responses=responses(
             {200: data_envelope("MemoryCorrectOut", MemoryOut(), write=True)},
             NotFound,
@@ -261,9 +318,10 @@ memory_schema = extend_schema_view(
             write=True,
         ),
     ),
-    destroy=extend_schema(responses=responses({200: FORGOTTEN_OUT}, NotFound, write=True)),
+    destroy=extend_schema(parameters=[ROW_ID], responses=responses({200: FORGOTTEN_OUT}, NotFound, write=True)),
     history=extend_schema(
-        responses=responses({200: data_envelope("MemoryHistoryOut", MemoryOut(many=True))}, NotFound)
+        parameters=[ROW_ID],
+        responses=responses({200: data_envelope("MemoryHistoryOut", MemoryOut(many=True))}, NotFound),
     ),
     session=extend_schema(
         parameters=PAGE_PARAMETERS,

@@ -37,7 +37,7 @@ from loopmem.inputs import (
 )
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
-from memory.filters import MAX_FILTER_TAGS, MemoryFilters
+from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS, MemoryFilters
 from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
 from memory.recall_modes import DEFAULT_MODE, RECALL_MODES, RecallMode
 from memory.selectors import DEFAULT_RECALL_K
@@ -57,10 +57,13 @@ TIERS = ("long_term", "session")
 
 
 def _tier(value: object) -> str:
-    tier = value or "long_term"
-    if tier not in TIERS:
-        raise ValidationFailed(details={"tier": [f"must be one of {', '.join(TIERS)}"]})
-    return str(tier)
+    """Absent, null or "" is long_term; any other value must name a tier (false, 0 or [] are not "absent")."""
+    if value is None or value == "":
+        return "long_term"
+    for tier in TIERS:
+        if value == tier:
+            return tier
+    raise ValidationFailed(details={"tier": [f"must be one of {', '.join(TIERS)}"]})
 
 
 class TierIn(serializers.Serializer):  # type: ignore[type-arg]
@@ -223,7 +226,7 @@ class FilterTagsField(serializers.ListField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(
-            child=serializers.CharField(max_length=200, trim_whitespace=False),
+            child=serializers.CharField(max_length=MAX_FILTER_TAG_LENGTH, trim_whitespace=False),
             required=False,
             allow_null=True,
             max_length=MAX_FILTER_TAGS,

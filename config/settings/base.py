@@ -206,7 +206,12 @@ SPECTACULAR_SETTINGS = {
     # A text field that refuses "" says so (minLength 1).
     "ENFORCE_NON_BLANK_FIELDS": True,
     # Every error response points at one `Error` component (loopmem/schema.py).
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "loopmem.schema.error_component"],
+    # `precise_requests` marks required bodies and JSON-text query parameters (loopmem/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "loopmem.schema.error_component",
+        "loopmem.schema.precise_requests",
+    ],
 }
 
 # How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.idempotency); older

@@ -74,6 +74,9 @@ def test_the_write_enqueues_its_embedding_after_commit(
         ({"text": "x", "tags": "ui"}, {"tags": ['Expected a list of items but got type "str".']}),
         ({"text": "x", "metadata": ["a"]}, {"metadata": ['Expected a dictionary of items but got type "list".']}),
         ({"text": "x", "tier": "forever"}, {"tier": ["must be one of long_term, session"]}),
+        # Only absent, null or "" mean the default tier: false or 0 are not a tier (schemathesis found them taken).
+        ({"text": "x", "tier": False}, {"tier": ["must be one of long_term, session"]}),
+        ({"text": "x", "tier": 0}, {"tier": ["must be one of long_term, session"]}),
     ],
 )
 def test_bad_input_is_422_with_field_details_and_writes_nothing(client_for, agent_key, body, details):
