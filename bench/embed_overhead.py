@@ -2,9 +2,10 @@
 
 Each sample is a pair, run back to back on the same warm connection state: a raw HTTP POST of the body the SDK
 sends (stdlib `http.client`, one kept-alive connection; the answer read, not decoded), then `embed_texts` for a
-tenant on the `openai` provider pointed at the same server (the cached SDK client, the circuit breaker's Redis
-calls, decoding, padding, metrics). The overhead is the pair's difference. The query-embedding cache is not in
-this path (`embed_texts` is the provider call itself), so every call reaches the server.
+tenant on the `openai` provider pointed at the same server (the cached SDK client, the circuit breaker (a Redis
+read at most once a second), decoding, the size check, metrics). The overhead is the pair's difference. The
+query-embedding cache is not in this path (`embed_texts` is the provider call itself), so every call reaches the
+server.
 """
 
 from __future__ import annotations

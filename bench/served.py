@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
-from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
@@ -100,8 +99,10 @@ def prepare(
             raise CommandError(
                 f"tenant {slug} holds {loaded} memories and {found_articles} articles, not {rows} and {articles}"
             )
-        dims = settings.EMBEDDING_DIMENSIONS
-        load = scale_corpus.LoadStats(rows=rows, dimensions=dims, copy_seconds=0, index_seconds=0)
+        # Built at the loopback model's native size (build_diluted_corpus's default), whatever the settings say.
+        load = scale_corpus.LoadStats(
+            rows=rows, dimensions=scale_corpus.NATIVE_DIMENSIONS, copy_seconds=0, index_seconds=0
+        )
         shape = scale_corpus.diluted_corpus_shape(
             tenant_id=tenant.id, rows=rows, subjects=subjects, load=load, model_id=MODEL_ID
         )

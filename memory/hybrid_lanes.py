@@ -28,7 +28,6 @@ from itertools import pairwise
 from django.conf import settings
 from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lag, RowNumber
-from pgvector.django import CosineDistance
 
 from loopmem import heavy_read, vector_index
 from loopmem.embeddings import QueryEmbedding
@@ -270,7 +269,7 @@ def distance_to(embedding: QueryEmbedding) -> Case:
     embedded = Q(embedding__isnull=False, embedding_model=embedding.model_id) & vector_index.same_dimensions(
         len(embedding.vector)
     )
-    return Case(When(embedded, then=CosineDistance("embedding", embedding.vector)), output_field=FloatField())
+    return Case(When(embedded, then=vector_index.exact_distance(embedding.vector)), output_field=FloatField())
 
 
 def coverage_of(keywords: keyword_lane.KeywordQuery | None) -> keyword_lane.Coverage | Value:

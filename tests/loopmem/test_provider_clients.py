@@ -61,9 +61,9 @@ def test_the_loopback_vectors_are_the_hashing_providers_through_the_sdk(server):
     tenant = loopback_tenant(base_url=server.url, slug="loopback")
     [vector], _ = embed_texts(tenant, ["deploy the runner image"])
     [expected] = HashingEmbedder().embed(["deploy the runner image"])
-    # The SDK asks for base64 float32: the same vector to float32 precision, zero-padded to the column.
-    assert vector[: len(expected)] == pytest.approx(expected, abs=1e-7)
-    assert not any(vector[len(expected) :])
+    # The SDK asks for base64 float32: the same vector to float32 precision, at the model's native size.
+    assert len(vector) == len(expected)
+    assert vector == pytest.approx(expected, abs=1e-7)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ class Command(OperatorCommand):
     help = (
         "Start a loopback OpenAI-compatible embedder in this process and time, pair by pair, a raw kept-alive HTTP "
         "POST against embed_texts for a tenant on the openai provider pointed at it: p50/p95/p99 of each and of the "
-        "difference (the SDK, the circuit breaker's Redis calls, decoding, padding). Uses this process's database "
+        "difference (the SDK, the circuit breaker, decoding, the size check). Uses this process's database "
         "and Redis; prints the load average."
     )
 

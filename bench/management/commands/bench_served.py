@@ -78,6 +78,7 @@ class Command(OperatorCommand):
                 "subjects": subjects,
                 "articles": articles,
                 "model_id": served.MODEL_ID,
+                "dimensions": corpus.load.dimensions,
                 "built_now": built,
             },
             "environment": _environment(),
@@ -112,7 +113,6 @@ def _environment() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "dimensions": settings.EMBEDDING_DIMENSIONS,
     }
 
 
@@ -131,7 +131,7 @@ def render(summary: dict[str, Any]) -> str:
     corpus, env, plan = summary["corpus"], summary["environment"], summary["plan"]
     lines = [
         f"tenant {corpus['tenant']}: {corpus['memories']:,} memories over {corpus['subjects']:,} subjects, "
-        f"{corpus['articles']:,} articles, model {corpus['model_id']}, {env['dimensions']} dims "
+        f"{corpus['articles']:,} articles, model {corpus['model_id']}, {corpus['dimensions']} dims "
         f"({'built now' if corpus['built_now'] else 'reused'})",
         f"PostgreSQL {env['postgres']}, pgvector {env['pgvector']}, shared_buffers {env['shared_buffers']}, "
         f"{env['cpus']} CPUs; service {plan['base_url']}, embedder {plan['embedder_url']}; {plan['queries']} queries "
