@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from loopmem.errors import IdempotencyKeyReused, InvalidIdempotencyKey
+from loopmem.errors import DatabaseUnavailable, IdempotencyKeyReused, InvalidIdempotencyKey
 from loopmem.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
@@ -86,11 +86,19 @@ def claim(*, tenant_id: uuid.UUID, subject_id: str, key: str, operation: str, di
         "now": now,
         "expired_before": now - timedelta(seconds=settings.IDEMPOTENCY_RETENTION_SECONDS),
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM, params)
-        if cursor.fetchone() is not None:
-            return None
-    first = IdempotencyRecord.objects.get(tenant_id=tenant_id, subject_id=subject_id, key=key)
+    first = None
+    # Twice at most: the record that refused the insert can be pruned or erased before it is read; then the
+    # second insert owns the key.
+    for _attempt in range(2):
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM, params)
+            if cursor.fetchone() is not None:
+                return None
+        first = IdempotencyRecord.objects.filter(tenant_id=tenant_id, subject_id=subject_id, key=key).first()
+        if first is not None:
+            break
+    if first is None:  # pruned twice in a row between insert and read: the client may simply retry
+        raise DatabaseUnavailable("The Idempotency-Key record changed under this request; retry shortly")
     if first.request_hash != digest:
         raise IdempotencyKeyReused(details={"operation": first.operation})
     return Stored(first.response_status, first.response_body)
