@@ -47,7 +47,7 @@ class Breaker:
 
     def __init__(self, key: str) -> None:
         self._failures = f"breaker:{key}:failures"
-        self._provider = key.rsplit(":", 1)[-1]  # keys are "<tenant>:<provider>"
+        self._provider = key.split(":")[1]  # keys are "<tenant>:<provider>:<endpoint>" (embeddings.breaker_key)
         self._open_until = f"breaker:{key}:open_until"
         self._seen = _SEEN.setdefault(key, _Seen())
 

@@ -14,6 +14,7 @@ import hashlib
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,6 +301,13 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(embedding_input(text).encode()).hexdigest()
 
 
+def breaker_key(tenant_id: uuid.UUID, spec: EmbedderSpec) -> str:
+    """One circuit per tenant, provider and endpoint+model: a reembed's failing target never opens the circuit of
+    the model the tenant's reads use, nor the reverse. `<tenant>:<provider>:<endpoint hash>`."""
+    endpoint = hashlib.sha256(f"{spec.base_url or ''}|{spec.model}".encode()).hexdigest()[:12]
+    return f"{tenant_id}:{spec.provider}:{endpoint}"
+
+
 def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]], str]:
     """Embed `texts` with the tenant's provider: (vectors at the model's native size, model id).
 
@@ -310,7 +318,7 @@ def embed_texts(tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]]
 
 def embed_with(spec: EmbedderSpec, tenant: Tenant, texts: Sequence[str]) -> tuple[list[list[float]], str]:
     """Embed `texts` with `spec` (the tenant's, or a reembed's target): (vectors, model id), breaker per provider."""
-    breaker = circuit_breaker.Breaker(f"{tenant.id}:{spec.provider}")
+    breaker = circuit_breaker.Breaker(breaker_key(tenant.id, spec))
     if (open_for := breaker.open_for()) is not None:
         raise EmbeddingCircuitOpen("circuit open", retry_after=open_for)
     started = time.perf_counter()

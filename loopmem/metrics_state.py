@@ -23,7 +23,7 @@ def redis_state() -> Iterable[GaugeMetricFamily]:
     pattern = cache.make_key("breaker:*:open_until")
     now = time.time()
     for raw_key in client.scan_iter(match=pattern, count=500):
-        # <prefix>:<version>:breaker:<tenant>:<provider>:open_until; the cache reads it back without the prefix.
+        # <prefix>:<version>:breaker:<tenant>:<provider>:<endpoint>:open_until; the cache reads it back unprefixed.
         unprefixed = "breaker:" + raw_key.decode().split(":breaker:", 1)[1]
         provider = unprefixed.split(":")[2]
         open_until = cache.get(unprefixed)

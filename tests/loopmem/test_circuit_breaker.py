@@ -185,9 +185,11 @@ def test_failures_older_than_the_window_are_forgotten(tenant, provider, monkeypa
     assert provider.calls == 9
 
 
-def open_elsewhere(tenant, provider_name: str = "fake") -> None:
+def open_elsewhere(tenant) -> None:
     """Another process opened the circuit: the state is in Redis, this process has not read it."""
-    cache.set(f"breaker:{tenant.id}:{provider_name}:open_until", time.time() + 30, 30)
+    cache.set(
+        f"breaker:{embeddings.breaker_key(tenant.id, embeddings.spec_for(tenant))}:open_until", time.time() + 30, 30
+    )
 
 
 def test_a_circuit_seen_closed_is_trusted_until_the_recheck_interval_passes(tenant, provider, monkeypatch):
@@ -204,7 +206,7 @@ def test_a_circuit_seen_closed_is_trusted_until_the_recheck_interval_passes(tena
 
 def test_a_success_resets_failures_another_process_counted_once_it_has_read_them(tenant, provider, monkeypatch):
     monkeypatch.setattr(circuit_breaker, "CLOSED_RECHECK_SECONDS", 0)
-    cache.set(f"breaker:{tenant.id}:fake:failures", THRESHOLD - 1, 60)
+    cache.set(f"breaker:{embeddings.breaker_key(tenant.id, embeddings.spec_for(tenant))}:failures", THRESHOLD - 1, 60)
     embed_texts(tenant, ["hello"])
     fail_times(tenant, provider, THRESHOLD - 1)
     embed_texts(tenant, ["hello"])
@@ -237,3 +239,17 @@ def test_without_redis_the_breaker_methods_never_raise():
             breaker.record_failure()
         assert breaker.open_for() is None
         breaker.record_success()
+
+
+def test_a_failing_reembed_target_does_not_open_the_circuit_of_the_model_reads_use(tenant, provider):
+    # Same provider, another model (or endpoint): a reembed's target has its own circuit.
+    target = embeddings.EmbedderSpec(provider="fake", model="the-next-model")
+    provider.failure = EmbeddingTimeout
+    for _ in range(THRESHOLD):
+        with pytest.raises(EmbeddingTimeout):
+            embeddings.embed_with(target, tenant, ["hello"])
+    with pytest.raises(EmbeddingCircuitOpen):
+        embeddings.embed_with(target, tenant, ["hello"])
+    provider.failure = None
+    embed_texts(tenant, ["hello"])  # the live model's circuit is still closed: the call reaches the provider
+    assert provider.calls == THRESHOLD + 1
