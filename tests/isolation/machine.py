@@ -5,9 +5,11 @@ the caller's scope was returned, changed or revealed. Run by `test_stateful_isol
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -46,6 +48,8 @@ class Tally:
     steps: int = 0
     examples: int = 0
     mcp_calls: int = 0
+    # "POST /api/v1/memory/recall 200", "mcp memory_get 404", "recall fallback", ...: what the run exercised.
+    outcomes: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -73,7 +77,9 @@ class Down:
 
 ACTOR = st.integers(min_value=0, max_value=w.TENANT_COUNT * 5 - 1)
 WORD_LISTS = st.lists(st.sampled_from(w.WORDS), min_size=1, max_size=4)
-TARGET = st.sampled_from(("own", "foreign", "nonexistent"))
+# A peer is another subject of the caller's tenant (the harder case: same tenant predicate); a stranger is a row
+# of another tenant (often of a subject with the same agent_id).
+TARGET = st.sampled_from(("own", "peer", "stranger", "nonexistent"))
 
 
 class IsolationMachine(RuleBasedStateMachine):
@@ -117,6 +123,7 @@ class IsolationMachine(RuleBasedStateMachine):
         response = call(path, body, format="json") if method in ("post", "patch") else call(path, body)
         text = response.content.decode()
         answer = Answer(response.status_code, text, json.loads(text) if text else None)
+        self.tally.outcomes[f"{method.upper()} {_ID.sub(':id', path)} {answer.status}"] += 1
         self.check_answer(actor, answer, sent=f"{path} {json.dumps(body)}")
         return answer
 
@@ -137,6 +144,7 @@ class IsolationMachine(RuleBasedStateMachine):
         body = json.loads(text)
         status = body["error"]["status"] if is_error else 200
         answer = Answer(status or 0, text, body)
+        self.tally.outcomes[f"mcp {name} {answer.status}"] += 1
         self.check_answer(actor, answer, sent=json.dumps(arguments))
         return answer
 
@@ -157,9 +165,10 @@ class IsolationMachine(RuleBasedStateMachine):
     def pick(self, data: st.DataObject, rows: list[Any]) -> Any:
         return rows[data.draw(st.integers(0, len(rows) - 1))] if rows else None
 
-    def foreign_memory(self, actor: w.Actor, data: st.DataObject) -> str | None:
-        """A memory the actor may not address: another subject's, or another tenant's."""
+    def foreign_memory(self, actor: w.Actor, data: st.DataObject, kind: str = "peer") -> str | None:
+        """A memory the actor may not address: a peer's (same tenant), or a stranger's (another tenant)."""
         rows = Memory.objects.exclude(id__in=w.reachable_memories(actor).values("id"))
+        rows = rows.filter(tenant_id=actor.tenant_id) if kind == "peer" else rows.exclude(tenant_id=actor.tenant_id)
         foreign: str | None = self.pick(data, sorted(str(i) for i in rows.values_list("id", flat=True)))
         return foreign
 
@@ -168,8 +177,8 @@ class IsolationMachine(RuleBasedStateMachine):
             own = self.pick(data, sorted(str(i) for i in w.own_memories(actor).values_list("id", flat=True)))
             if own:
                 return str(own)
-        if kind == "foreign":
-            foreign = self.foreign_memory(actor, data)
+        if kind in ("peer", "stranger"):
+            foreign = self.foreign_memory(actor, data, kind)
             if foreign:
                 return foreign
         return str(uuid.uuid4())
@@ -319,6 +328,8 @@ class IsolationMachine(RuleBasedStateMachine):
         self.allow((job.tenant_id, job.subject_id))
         jobs.promotion_run(job_id=str(job.id))
         self.tally.operations += 1
+        job.refresh_from_db()
+        self.tally.outcomes[f"promotion {job.outcome} written={job.written}"] += 1
         for memory in Memory.objects.filter(
             source="promoted", source_session_id=job.session_id, tenant_id=job.tenant_id
         ):
@@ -348,13 +359,16 @@ class IsolationMachine(RuleBasedStateMachine):
         self.embedder_down = down
         embeddings.PROVIDERS["hashing"] = (lambda spec: Down()) if down else _HASHING
 
-    @rule()
-    def hours_pass_and_the_graduation_sweep_runs(self) -> None:
-        """Memories recalled once count as hot (three hourly recalls), then the hourly sweep graduates them."""
-        Memory.objects.filter(recall_count__gte=1).update(recall_count=3)
+    @rule(data=st.data())
+    def hours_pass_and_the_graduation_sweep_runs(self, data: st.DataObject) -> None:
+        """Hours pass: some embedded memories have been recalled three times, and the hourly sweep graduates them."""
+        embedded = sorted(str(i) for i in Memory.objects.filter(embedding__isnull=False).values_list("id", flat=True))
+        hot = {self.pick(data, embedded) for _ in range(data.draw(st.integers(0, 3)))} - {None}
+        Memory.objects.filter(id__in=hot).update(recall_count=3)
         self.allow(*[(t.id, w.ANY_SUBJECT) for t in self.world.tenants])
-        memory_graduation_sweep()
+        report = memory_graduation_sweep()
         self.tally.operations += 1
+        self.tally.outcomes[f"graduation sweep created={report['created']}"] += 1
         for article in Article.objects.filter(title__contains="(memory "):
             memory_id = article.title.rsplit("(memory ", 1)[1].rstrip(")")
             source = Memory.objects.filter(id=memory_id).first()
@@ -511,11 +525,14 @@ class IsolationMachine(RuleBasedStateMachine):
         actor = self.actor(i)
         self.allow(actor.region)  # a read writes a `get` row to the ledger under the reader's key
         visible = {str(a.id) for a in w.visible_articles(actor)}
-        pool = (
-            sorted(visible)
-            if kind == "own"
-            else sorted(str(a) for a in Article.objects.exclude(id__in=visible).values_list("id", flat=True))
-        )
+        hidden = Article.objects.exclude(id__in=visible)
+        pools = {
+            "own": visible,
+            "peer": hidden.filter(tenant_id=actor.tenant_id).values_list("id", flat=True),
+            "stranger": hidden.exclude(tenant_id=actor.tenant_id).values_list("id", flat=True),
+            "nonexistent": [],
+        }
+        pool = sorted(str(a) for a in pools[kind])
         article_id = self.pick(data, pool) or str(uuid.uuid4())
         answer = self.http(actor, "get", f"/api/v1/knowledge/articles/{article_id}")
         assert answer.status == (200 if article_id in visible else 404), answer.text
@@ -526,7 +543,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def a_foreign_id_answers_like_a_missing_one(self, i: int, mcp: bool, data: st.DataObject) -> None:
         """Every by-id operation answers a foreign id exactly as it answers an id that never existed."""
         actor = self.actor(i)
-        foreign = self.foreign_memory(actor, data)
+        foreign = self.foreign_memory(actor, data, data.draw(st.sampled_from(("peer", "stranger"))))
         hidden = [
             str(a)
             for a in Article.objects.exclude(id__in=[a.id for a in w.visible_articles(actor)]).values_list(
@@ -606,6 +623,8 @@ class IsolationMachine(RuleBasedStateMachine):
     ) -> None:
         """Every hit is the caller's own (subject, tenant), in the partition, live unless asked otherwise."""
         self.tally.checks += 1
+        if body["meta"].get("fallback"):
+            self.tally.outcomes[f"recall fallback {body['meta'].get('reason')}"] += 1
         hits = body["data"]
         assert body["meta"]["total_count"] == len(hits)
         ids = [hit["memory"]["id"] for hit in hits]
@@ -621,3 +640,4 @@ class IsolationMachine(RuleBasedStateMachine):
 
 
 _HASHING = embeddings.PROVIDERS["hashing"]
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?<=sessions/)[^/]+|(?<=promote/)[^/]+")

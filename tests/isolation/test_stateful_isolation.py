@@ -4,9 +4,9 @@ knowledge reads, promotion and graduation, through the HTTP API and the MCP tool
 that nothing outside the caller's scope was returned, changed or revealed (`tests/isolation/machine.py`).
 
 Sizes, read from the environment (a test size, not a setting of the service):
-- CI (the default): LOOPMEM_ISOLATION_EXAMPLES examples (default 6) of LOOPMEM_ISOLATION_STEPS steps (default 30),
+- CI (the default): LOOPMEM_ISOLATION_EXAMPLES examples (default 30) of LOOPMEM_ISOLATION_STEPS steps (default 40),
   derandomized, so every CI run explores the same cases; about two minutes on two cores.
-- scale (`-m scale`): LOOPMEM_ISOLATION_SCALE_EXAMPLES (default 100) of LOOPMEM_ISOLATION_SCALE_STEPS (default 60),
+- scale (`-m scale`): LOOPMEM_ISOLATION_SCALE_EXAMPLES (default 150) of LOOPMEM_ISOLATION_SCALE_STEPS (default 60),
   seeded by `--hypothesis-seed`; at least LOOPMEM_ISOLATION_SCALE_MIN_OPERATIONS (10,000) operations, or it fails.
 """
 
@@ -59,6 +59,8 @@ def report(label: str, tally: Tally, seconds: float, seed: object) -> None:
         f"({tally.mcp_calls} through MCP), {tally.checks} invariant checks, 0 leaks, {seconds:.0f} s, "
         f"seed {seed}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
+    for outcome, count in sorted(tally.outcomes.items()):
+        sys.stdout.write(f"  {count:6d}  {outcome}\n")
 
 
 @live_db
@@ -66,8 +68,8 @@ def test_no_scope_sees_changes_or_learns_of_another(machine, capsys):
     started = time.monotonic()
     tally = run(
         machine,
-        examples=env_int("LOOPMEM_ISOLATION_EXAMPLES", 6),
-        steps=env_int("LOOPMEM_ISOLATION_STEPS", 30),
+        examples=env_int("LOOPMEM_ISOLATION_EXAMPLES", 30),
+        steps=env_int("LOOPMEM_ISOLATION_STEPS", 40),
         derandomize=True,
     )
     with capsys.disabled():
@@ -84,7 +86,7 @@ def test_isolation_holds_over_ten_thousand_operations(machine, capsys, request):
     started = time.monotonic()
     tally = run(
         machine,
-        examples=env_int("LOOPMEM_ISOLATION_SCALE_EXAMPLES", 100),
+        examples=env_int("LOOPMEM_ISOLATION_SCALE_EXAMPLES", 150),
         steps=env_int("LOOPMEM_ISOLATION_SCALE_STEPS", 60),
         derandomize=False,
     )

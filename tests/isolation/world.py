@@ -32,8 +32,10 @@ from rest_framework.test import APIClient
 
 from knowledge.models import Article, ArticleAccessEvent
 from loopmem.models import ApiKey, Tenant
+from loopmem.scope import Scope
 from loopmem.services import api_key_create
 from memory.models import Memory, PromotionJob, SessionTurn
+from memory.services import memory_remember, session_append
 from projects.models import Project
 
 TENANT_COUNT = 3
@@ -133,7 +135,39 @@ def build_world() -> World:
         )
     world = World(tenants=tenants, projects=projects, actors=actors)
     world.subject_of_key = {actor.key_id: actor.subject_id for actor in actors}
+    _seed(world)
     return world
+
+
+def _seed(world: World) -> None:
+    """Rows in every scope before the first step, so every read has foreign rows to leak and every by-id probe a
+    foreign row to aim at: per actor a global and a project memory and two turns of `s1`; per tenant an article
+    of each visibility and status, owned by different subjects. Written by the services, as the API would."""
+    for n, actor in enumerate(world.actors):
+        projects = world.projects[actor.tenant_index]
+        for project in (None, projects[n % len(projects)]):
+            scope = Scope(tenant_id=actor.tenant_id, subject_id=actor.subject_id, project_id=project and project.id)
+            memory_remember(scope=scope, text=world.text(WORDS[n % 5 : n % 5 + 3]), tags=["ops"])
+        scope = Scope(tenant_id=actor.tenant_id, subject_id=actor.subject_id)
+        for role in ("user", "fact"):
+            session_append(scope=scope, session_id="s1", role=role, content=world.text(WORDS[::3]))
+    by_name = {actor.name: actor for actor in world.actors}
+    for index, tenant in enumerate(world.tenants):
+        for owner, visibility, status in (
+            ("agent-a", "owner", "published"),
+            ("agent-b", "shared", "draft"),
+            ("agent-b", "private", "draft"),
+            ("user", "shared", "published"),
+        ):
+            Article.objects.create(
+                tenant=tenant,
+                title=world.text(WORDS[index : index + 2]),
+                body=world.text(WORDS[2:6]),
+                category="finding",
+                status=status,
+                visibility=visibility,
+                owner_subject_id=by_name[f"{owner}@{index}"].subject_id,
+            )
 
 
 def _hash(raw_key: str) -> str:
