@@ -146,7 +146,9 @@ def _seed(world: World) -> None:
     for n, actor in enumerate(world.actors):
         projects = world.projects[actor.tenant_index]
         for project in (None, projects[n % len(projects)]):
-            scope = Scope(tenant_id=actor.tenant_id, subject_id=actor.subject_id, project_id=project and project.id)
+            scope = Scope(
+                tenant_id=actor.tenant_id, subject_id=actor.subject_id, project_id=project.id if project else None
+            )
             memory_remember(scope=scope, text=world.text(WORDS[n % 5 : n % 5 + 3]), tags=["ops"])
         scope = Scope(tenant_id=actor.tenant_id, subject_id=actor.subject_id)
         for role in ("user", "fact"):
