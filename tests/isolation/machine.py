@@ -163,18 +163,21 @@ class IsolationMachine(RuleBasedStateMachine):
         assert not leaked, f"LEAK to {actor.name} ({actor.role}): {leaked} in {answer.text[:2000]}"
 
     def pick(self, data: st.DataObject, rows: list[Any]) -> Any:
-        return rows[data.draw(st.integers(0, len(rows) - 1))] if rows else None
+        # Always one draw from the same range: what a step draws must not depend on the database's state, or
+        # hypothesis cannot replay a sequence of steps (FlakyStrategyDefinition).
+        index = data.draw(st.integers(0, 1 << 16))
+        return rows[index % len(rows)] if rows else None
 
     def foreign_memory(self, actor: w.Actor, data: st.DataObject, kind: str = "peer") -> str | None:
         """A memory the actor may not address: a peer's (same tenant), or a stranger's (another tenant)."""
         rows = Memory.objects.exclude(id__in=w.reachable_memories(actor).values("id"))
         rows = rows.filter(tenant_id=actor.tenant_id) if kind == "peer" else rows.exclude(tenant_id=actor.tenant_id)
-        foreign: str | None = self.pick(data, sorted(str(i) for i in rows.values_list("id", flat=True)))
+        foreign: str | None = self.pick(data, w.in_write_order(rows))
         return foreign
 
     def target_memory(self, actor: w.Actor, data: st.DataObject, kind: str) -> str:
         if kind == "own":
-            own = self.pick(data, sorted(str(i) for i in w.own_memories(actor).values_list("id", flat=True)))
+            own = self.pick(data, w.in_write_order(w.own_memories(actor)))
             if own:
                 return str(own)
         if kind in ("peer", "stranger"):
@@ -324,12 +327,13 @@ class IsolationMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def promotion_worker_runs_a_job(self, data: st.DataObject) -> None:
         """What the worker does with one pending job: only the job's own subject may change."""
-        job = self.pick(data, list(PromotionJob.objects.filter(state="pending").order_by("inserted_at")))
+        job = self.pick(data, list(PromotionJob.objects.filter(state="pending").order_by("inserted_at", "session_id")))
         self.allow((job.tenant_id, job.subject_id))
         jobs.promotion_run(job_id=str(job.id))
         self.tally.operations += 1
         job.refresh_from_db()
-        self.tally.outcomes[f"promotion {job.outcome} written={job.written}"] += 1
+        figures = f"candidates={job.candidates} gated_out={job.gated_out} deduplicated={job.deduplicated}"
+        self.tally.outcomes[f"promotion {job.outcome} {figures} written={job.written}"] += 1
         for memory in Memory.objects.filter(
             source="promoted", source_session_id=job.session_id, tenant_id=job.tenant_id
         ):
@@ -362,7 +366,7 @@ class IsolationMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def hours_pass_and_the_graduation_sweep_runs(self, data: st.DataObject) -> None:
         """Hours pass: some embedded memories have been recalled three times, and the hourly sweep graduates them."""
-        embedded = sorted(str(i) for i in Memory.objects.filter(embedding__isnull=False).values_list("id", flat=True))
+        embedded = w.in_write_order(Memory.objects.filter(embedding__isnull=False))
         hot = {self.pick(data, embedded) for _ in range(data.draw(st.integers(0, 3)))} - {None}
         Memory.objects.filter(id__in=hot).update(recall_count=3)
         self.allow(*[(t.id, w.ANY_SUBJECT) for t in self.world.tenants])
@@ -403,7 +407,7 @@ class IsolationMachine(RuleBasedStateMachine):
         query = " ".join(words)
         if foreign_token and self.world.tokens_issued:
             # Ask for another scope's row by its exact token: the keyword lane must still not find it.
-            query += f" tok{data.draw(st.integers(1, self.world.tokens_issued))}"
+            query += f" tok{data.draw(st.integers(0, 1 << 16)) % self.world.tokens_issued + 1}"
         project_id, _ = self.project_choice(actor, data)
         body: dict[str, Any] = {"query": query, "mode": mode, "project_id": project_id, "limit": 100}
         if include_superseded:
@@ -527,12 +531,12 @@ class IsolationMachine(RuleBasedStateMachine):
         visible = {str(a.id) for a in w.visible_articles(actor)}
         hidden = Article.objects.exclude(id__in=visible)
         pools = {
-            "own": visible,
-            "peer": hidden.filter(tenant_id=actor.tenant_id).values_list("id", flat=True),
-            "stranger": hidden.exclude(tenant_id=actor.tenant_id).values_list("id", flat=True),
+            "own": w.in_write_order(Article.objects.filter(id__in=visible)),
+            "peer": w.in_write_order(hidden.filter(tenant_id=actor.tenant_id)),
+            "stranger": w.in_write_order(hidden.exclude(tenant_id=actor.tenant_id)),
             "nonexistent": [],
         }
-        pool = sorted(str(a) for a in pools[kind])
+        pool = [str(a) for a in pools[kind]]
         article_id = self.pick(data, pool) or str(uuid.uuid4())
         answer = self.http(actor, "get", f"/api/v1/knowledge/articles/{article_id}")
         assert answer.status == (200 if article_id in visible else 404), answer.text
@@ -544,13 +548,8 @@ class IsolationMachine(RuleBasedStateMachine):
         """Every by-id operation answers a foreign id exactly as it answers an id that never existed."""
         actor = self.actor(i)
         foreign = self.foreign_memory(actor, data, data.draw(st.sampled_from(("peer", "stranger"))))
-        hidden = [
-            str(a)
-            for a in Article.objects.exclude(id__in=[a.id for a in w.visible_articles(actor)]).values_list(
-                "id", flat=True
-            )
-        ]
-        foreign_article = self.pick(data, sorted(hidden))
+        hidden = Article.objects.exclude(id__in=[a.id for a in w.visible_articles(actor)])
+        foreign_article = self.pick(data, w.in_write_order(hidden))
         # A session id only others used: the actor's own turns or jobs under the same name would answer.
         mine = set(w.reachable_turns(actor).values_list("session_id", flat=True))
         mine |= set(

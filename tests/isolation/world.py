@@ -207,6 +207,11 @@ def own_memories(actor: Actor) -> Any:
     return Memory.objects.filter(tenant_id=actor.tenant_id, subject_id=actor.subject_id)
 
 
+def in_write_order(rows: Any) -> list[str]:
+    """Row ids in the order they were written: the same steps pick the same rows (ids are random)."""
+    return [str(i) for i in rows.order_by("inserted_at", "id").values_list("id", flat=True)]
+
+
 def reachable_memories(actor: Actor) -> Any:
     rows = Memory.objects.filter(tenant_id=actor.tenant_id)
     return rows if actor.sees_whole_tenant_memories else rows.filter(subject_id=actor.subject_id)
