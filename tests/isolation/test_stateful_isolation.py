@@ -4,7 +4,7 @@ knowledge reads, promotion and graduation, through the HTTP API and the MCP tool
 that nothing outside the caller's scope was returned, changed or revealed (`tests/isolation/machine.py`).
 
 Sizes, read from the environment (a test size, not a setting of the service):
-- CI (the default): LOOPMEM_ISOLATION_EXAMPLES examples (default 30) of LOOPMEM_ISOLATION_STEPS steps (default 40),
+- CI (the default): LOOPMEM_ISOLATION_EXAMPLES examples (default 60) of LOOPMEM_ISOLATION_STEPS steps (default 40),
   derandomized, so every CI run explores the same cases; about two minutes on two cores.
 - scale (`-m scale`): LOOPMEM_ISOLATION_SCALE_EXAMPLES (default 150) of LOOPMEM_ISOLATION_SCALE_STEPS (default 60),
   seeded by `--hypothesis-seed`; at least LOOPMEM_ISOLATION_SCALE_MIN_OPERATIONS (10,000) operations, or it fails.
@@ -68,7 +68,7 @@ def test_no_scope_sees_changes_or_learns_of_another(machine, capsys):
     started = time.monotonic()
     tally = run(
         machine,
-        examples=env_int("LOOPMEM_ISOLATION_EXAMPLES", 30),
+        examples=env_int("LOOPMEM_ISOLATION_EXAMPLES", 60),
         steps=env_int("LOOPMEM_ISOLATION_STEPS", 40),
         derandomize=True,
     )
