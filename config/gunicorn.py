@@ -18,8 +18,9 @@ from prometheus_client import multiprocess
 accesslog = "-"
 
 # Sizing (docs/operations.md, "Sizing the web process"): workers x threads is how many requests run at once.
-# The defaults keep gunicorn's own (sync workers, one thread each) until `manage.py bench_served` on the target
-# machine says otherwise. `gthread` keeps client connections alive between requests; `sync` closes each one.
+# Defaults by measurement (docs/reliability.md, "Sizing gunicorn"): 2 sync workers x 1 thread served the 50-agent
+# load best on 2 cores (70 req/s against 54-58 with threads): requests are CPU-bound Python, threads contend for the
+# GIL. `gthread` keeps client connections alive between requests; `sync` closes each one.
 workers = int(os.environ.get("LOOPMEM_WEB_WORKERS") or 2)
 threads = int(os.environ.get("LOOPMEM_WEB_THREADS") or 1)
 worker_class = os.environ.get("LOOPMEM_WEB_WORKER_CLASS") or ("gthread" if threads > 1 else "sync")
