@@ -29,10 +29,12 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
+from loopmem.inputs import TextField
+from loopmem.params import NOT_BLANK_PATTERN
 from loopmem.schema import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
 
 # What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
-NOT_BLANK = r"\S"
+NOT_BLANK = NOT_BLANK_PATTERN
 TAGS_SCHEMA: dict[str, Any] = {
     "type": "array",
     "maxItems": MAX_TAGS,
@@ -60,7 +62,7 @@ class ArticleProposeBodyIn(ArticleProposeIn):
 
     title = _not_blank(max_length=MAX_TITLE_LENGTH)
     body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes")
-    idempotency_key = serializers.CharField(
+    idempotency_key = TextField(
         max_length=MAX_IDEMPOTENCY_KEY_LENGTH, required=False, allow_null=True, allow_blank=True
     )
     tags = ArticleTagsField(required=False)

@@ -30,7 +30,7 @@ class ArticleProposeIn(serializers.Serializer):  # type: ignore[type-arg]  # pla
     status = serializers.ChoiceField(choices=CREATE_STATUSES, default=Article.Status.DRAFT)
     visibility = serializers.ChoiceField(choices=Article.Visibility.choices, required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
-    idempotency_key = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    idempotency_key = TextField(required=False, allow_null=True, allow_blank=True)
     on_low_novelty = serializers.ChoiceField(choices=["draft", "skip"], default="draft")
     on_gate_unavailable = serializers.ChoiceField(choices=["create", "skip"], default="create")
 

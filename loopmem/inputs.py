@@ -15,7 +15,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from loopmem.errors import DomainError, ValidationFailed
-from loopmem.params import CANONICAL_UUID_PATTERN, lenient_int, project_id_from, session_id_problem, truthy
+from loopmem.params import (
+    CANONICAL_UUID_PATTERN,
+    NOT_BLANK_PATTERN,
+    lenient_int,
+    project_id_from,
+    session_id_problem,
+    truthy,
+)
 from loopmem.scope import MAX_SESSION_ID_BYTES
 
 if TYPE_CHECKING:
@@ -125,7 +132,7 @@ def session_id_schema(*, required: bool) -> dict[str, Any]:
     return {
         **limit,
         "minLength": 1,
-        "pattern": r"\S",
+        "pattern": NOT_BLANK_PATTERN,
         "description": f"opaque, not blank, at most {MAX_SESSION_ID_BYTES} bytes of UTF-8 (never truncated)",
     }
 

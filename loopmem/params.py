@@ -16,6 +16,10 @@ DEFAULT_PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
+# "Not blank" as the service means it (`str.strip()` leaves something), as a pattern that JSON Schema's ECMA-262
+# regexes and Python's `re` read alike. Their `\s` differ (\x1c-\x1f and \x85 are space to Python only, \ufeff to
+# ECMA-262 only), so the class names Python's whitespace one by one.
+NOT_BLANK_PATTERN = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 # The regex source is also the OpenAPI `pattern` of every id (loopmem.schema), so the schema says what passes.
 CANONICAL_UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)

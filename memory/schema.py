@@ -57,6 +57,7 @@ from memory.envelopes import EXPORT_CONTENT_TYPE
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS
 from memory.models import Memory
 from memory.serializers import (
+    FILTER_TIME_SCHEMA,
     MAX_BATCH,
     BatchIn,
     GraduateIn,
@@ -157,14 +158,6 @@ _FILTER_TAGS = {
     "items": {"type": "string", "pattern": f"^[^,]{{0,{MAX_FILTER_TAG_LENGTH}}}(,[^,]{{0,{MAX_FILTER_TAG_LENGTH}}})*$"},
     "maxItems": MAX_FILTER_TAGS,
 }
-# A time filter: an ISO 8601 datetime or date; blank is no filter.
-_FILTER_TIME = {
-    "anyOf": [
-        {"type": "string", "format": "date-time"},
-        {"type": "string", "format": "date"},
-        {"type": "string", "enum": [""]},
-    ]
-}
 FILTER_PARAMETERS = [
     OpenApiParameter("tags", _FILTER_TAGS, description="every tag must be on the memory (repeat or comma-separate)"),
     OpenApiParameter("tags_any", _FILTER_TAGS, description="at least one of these tags (repeat or comma-separate)"),
@@ -174,8 +167,8 @@ FILTER_PARAMETERS = [
         description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}; blank is no filter; '
         "any other JSON (or text that is not JSON) is 422",
     ),
-    OpenApiParameter("created_after", _FILTER_TIME, description="ISO 8601 datetime or date; strictly after"),
-    OpenApiParameter("created_before", _FILTER_TIME, description="ISO 8601 datetime or date; before"),
+    OpenApiParameter("created_after", FILTER_TIME_SCHEMA, description="ISO 8601 datetime or date; strictly after"),
+    OpenApiParameter("created_before", FILTER_TIME_SCHEMA, description="ISO 8601 datetime or date; before"),
     OpenApiParameter(
         "min_confidence",
         {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "string", "enum": [""]}]},

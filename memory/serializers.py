@@ -262,7 +262,17 @@ class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
         return value
 
 
-@extend_schema_field(OpenApiTypes.DATETIME)
+# A time filter: an ISO 8601 datetime or date; blank is no filter (the body field and the query parameter alike).
+FILTER_TIME_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "format": "date"},
+        {"type": "string", "enum": [""]},
+    ]
+}
+
+
+@extend_schema_field(FILTER_TIME_SCHEMA)
 class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
     """An ISO 8601 datetime or date (naive means UTC; a date is its midnight); blank means no filter."""
 

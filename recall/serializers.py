@@ -15,7 +15,7 @@ from loopmem.errors import (
     TooManyArticleIds,
 )
 from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
-from loopmem.params import canonical_uuid
+from loopmem.params import NOT_BLANK_PATTERN, canonical_uuid
 from memory.serializers import RECALL_MODE_SCHEMA, MemoryFiltersIn, recall_mode
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
 
@@ -61,7 +61,7 @@ class RecallContextIn(MemoryFiltersIn):
         allow_null=False,
         schema={
             "type": "string",
-            "pattern": r"\S",
+            "pattern": NOT_BLANK_PATTERN,
             "maxLength": MAX_QUERY_CHARS,
             "description": "not blank (422 `invalid_query`); at most 500 characters once trimmed "
             "(422 `query_too_long`)",

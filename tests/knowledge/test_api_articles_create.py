@@ -210,3 +210,8 @@ def test_a_missing_key_is_401(client_for):
     response = propose(client_for())
     assert response.status_code == 401
     assert response.json() == MISSING_KEY
+
+
+def test_an_idempotency_key_is_text_not_a_number(agent):
+    response = propose(agent, expect=422, idempotency_key=12345)
+    assert response.json()["error"]["details"] == {"idempotency_key": ["must be a string"]}
