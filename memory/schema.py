@@ -41,7 +41,7 @@ from loopmem.errors import (
     TooDeeplyNested,
     ValidationFailed,
 )
-from loopmem.inputs import ProjectIdField
+from loopmem.inputs import ProjectIdField, session_id_schema
 from loopmem.schema import (
     BODY_REQUIRED,
     FLAG_PARAMETER,
@@ -141,6 +141,10 @@ def remembered_out(**kwargs: Any) -> PolymorphicProxySerializer:
 # A remember body's own errors (either tier), on POST /memory and on each item of a batch.
 REMEMBER_ERRORS = (ValidationFailed, InvalidProjectId, QuotaExceeded, SecretDetected)
 
+# The session-id rule (not blank, at most 200 bytes) on the `{session_id}` of the history and the promotion status.
+SESSION_ID_IN_PATH = OpenApiParameter(
+    "session_id", session_id_schema(required=True), location=OpenApiParameter.PATH, description="the session's id"
+)
 IDEMPOTENCY_KEY = OpenApiParameter(
     idempotency.HEADER,
     {"type": "string", "pattern": f"^{idempotency.KEY_PATTERN}$"},
@@ -317,7 +321,7 @@ memory_schema = extend_schema_view(
         responses=responses({200: data_envelope("MemoryHistoryOut", MemoryOut(many=True))}, NotFound),
     ),
     session=extend_schema(
-        parameters=PAGE_PARAMETERS,
+        parameters=[SESSION_ID_IN_PATH, *PAGE_PARAMETERS],
         # A session id holding a newline matches no route: 404.
         responses=responses({200: page("SessionTurnPage", SessionTurnOut())}, ValidationFailed, NotFound),
     ),
@@ -333,9 +337,10 @@ memory_schema = extend_schema_view(
         ),
     ),
     promotion=extend_schema(
+        parameters=[SESSION_ID_IN_PATH],
         responses=responses(
             {200: data_envelope("PromotionJobGetOut", PromotionJobOut())}, NotFound, MissingSessionId, InvalidSessionId
-        )
+        ),
     ),
     # A read sent as POST: exempt from the custody halt.
     recall=extend_schema(

@@ -34,6 +34,7 @@ from loopmem.inputs import (
     TagsField,
     TextField,
     WireField,
+    session_id_schema,
 )
 from loopmem.params import canonical_uuid, session_id_problem
 from loopmem.scope import MAX_SESSION_ID_BYTES
@@ -159,10 +160,15 @@ class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
         return value.isoformat()
 
 
+@extend_schema_field(session_id_schema(required=True))
+class SessionIdText(TextField):
+    """A turn's session id, checked by `validate_session_id`; the schema states the same rule."""
+
+
 class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
     """POST /api/v1/memory with tier "session"."""
 
-    session_id = TextField(trim_whitespace=False)
+    session_id = SessionIdText(trim_whitespace=False)
     role = serializers.ChoiceField(choices=SessionTurn.Role.choices)
     content = TextField(trim_whitespace=False)
     metadata = serializers.DictField(required=False, allow_null=True)
@@ -226,7 +232,7 @@ class FilterTagsField(serializers.ListField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(
-            child=serializers.CharField(max_length=MAX_FILTER_TAG_LENGTH, trim_whitespace=False),
+            child=TextField(max_length=MAX_FILTER_TAG_LENGTH, trim_whitespace=False),
             required=False,
             allow_null=True,
             max_length=MAX_FILTER_TAGS,

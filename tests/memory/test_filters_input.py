@@ -11,6 +11,7 @@ BAD_FILTERS = [
     ({"tags": "a"}, "tags"),
     ({"tags": [["a"]]}, "tags"),
     ({"tags_any": {"a": 1}}, "tags_any"),
+    ({"tags_any": [1.5, 2]}, "tags_any"),  # a number is not a tag
     ({"tags": ["x"] * 51}, "tags"),
     ({"metadata": "lang=py"}, "metadata"),
     ({"metadata": [1, 2]}, "metadata"),

@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from loopmem.params import NOT_BLANK_PATTERN
 from loopmem.scope import Scope
 from loopmem.services import tenant_halt
 from memory import selectors, services
@@ -262,3 +263,15 @@ def test_the_system_check_refuses_a_broken_ttl_invariant(interval, window, ttl, 
 def test_a_session_id_with_a_slash_can_be_read_back(agent):
     append(agent, "x", session_id="proj/branch-7")
     assert [t["content"] for t in history(agent, "proj/branch-7")["data"]] == ["x"]
+
+
+def test_the_schema_states_the_session_id_rule_on_the_body_and_the_paths(agent):
+    schema = json.loads(agent.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+
+    history = schema["paths"]["/api/v1/memory/sessions/{session_id}"]["get"]["parameters"]
+    status = schema["paths"]["/api/v1/memory/promote/{session_id}"]["get"]["parameters"]
+    for parameters in (history, status):
+        [session_id] = [p for p in parameters if p["name"] == "session_id"]
+        assert session_id["schema"]["pattern"] == NOT_BLANK_PATTERN
+    turn = schema["components"]["schemas"]["SessionTurnBodyIn"]["properties"]["session_id"]
+    assert turn["pattern"] == NOT_BLANK_PATTERN
