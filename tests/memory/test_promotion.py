@@ -439,7 +439,12 @@ def another_worker_running(job: PromotionJob) -> Iterator[None]:
     PromotionJob.objects.filter(id=job.id).update(state="running", attempts=1)
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as worker:
         worker.execute("SELECT pg_advisory_lock(%s)", [promotion.run_lease_key(job.id)])
+        worker_pid = worker.info.backend_pid
         yield
+    # The server ends a closed session (and releases its locks) after the client has gone, not before
+    # close() returns: wait for the backend to exit, as the next delivery after a real crash would find it.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [worker_pid])
 
 
 def test_a_second_delivery_while_a_live_worker_runs_the_job_does_nothing(agent, llm_tenant, fake_llm):
