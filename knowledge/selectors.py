@@ -7,7 +7,7 @@ through the tenant-scoped guarded session.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,6 +25,7 @@ from loopmem.embeddings import QueryEmbedding
 from loopmem.errors import EmbeddingUnavailable, NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
+from loopmem.size_cache import visible_article_counts
 
 SearchMode = Literal["keyword", "semantic", "combined"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
@@ -204,7 +205,9 @@ def knowledge_search(
             keyword_rows = session.fetch(_keyword(candidates, query, pool))
             result.lane_counts["keyword"] = len(keyword_rows)
         if query_embedding is not None:
-            read = _nearest(session, candidates, query_embedding, pool)
+            # What the candidates are, for the cached count that picks the read (the viewer is frozen).
+            reach = ("search", viewer, project_id, category, tuple(tags), status)
+            read = _nearest(session, candidates, query_embedding, pool, reach=reach)
             semantic_rows = read.rows
             result.lane_counts["semantic"] = len(semantic_rows)
             result.semantic_path = read.path
@@ -274,11 +277,17 @@ class NearestRead:
 
 
 def _nearest(
-    session: heavy_read.TenantScopedSession, candidates: ArticleQuerySet, embedding: QueryEmbedding, k: int
+    session: heavy_read.TenantScopedSession,
+    candidates: ArticleQuerySet,
+    embedding: QueryEmbedding,
+    k: int,
+    *,
+    reach: tuple[Hashable, ...],
 ) -> NearestRead:
     """The k visible candidates nearest to the vector, complete for every visible-set size.
 
-    Up to KNOWLEDGE_SEARCH_EXACT_MAX_ROWS embedded candidates are read exactly (a bounded count decides).
+    Up to KNOWLEDGE_SEARCH_EXACT_MAX_ROWS embedded candidates are read exactly (a bounded count decides, cached
+    per process under `reach`: what identifies the candidates).
     Above that, HNSW with every filter (tenant, visibility, status, partition, category, tags) inside a
     relaxed iterative scan, re-sorted by distance, and verified: a short answer is re-read exactly.
     """
@@ -287,7 +296,7 @@ def _nearest(
     if not vector_index.is_indexed(len(embedding.vector)):
         # No index of this size: the exact read is the only one (complete; slower on a large visible set).
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
-    if session.count(embedded.values("id")[: threshold + 1]) <= threshold:
+    if _reachable(session, embedded, (*reach, embedding.model_id, len(embedding.vector), threshold), threshold) <= threshold:
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
         heavy_read.ReadOptions(
@@ -307,6 +316,18 @@ def _nearest(
     return NearestRead(rows=rows, path="ann", applied=applied)
 
 
+def _reachable(
+    session: heavy_read.TenantScopedSession, embedded: ArticleQuerySet, key: tuple[Hashable, ...], threshold: int
+) -> int:
+    """How many embedded candidates there are, counted up to threshold + 1, from a count at most SIZE_TTL_SECONDS
+    old: either read is complete whatever the count, so a stale one costs at most speed, never a row."""
+    size = visible_article_counts.get(key)
+    if size is None:
+        size = session.count(embedded.values("id")[: threshold + 1])
+        visible_article_counts.put(key, size)
+    return size
+
+
 def _exact(candidates: ArticleQuerySet, vector: list[float], k: int) -> QuerySet[Article]:
     # "+ 0" makes the sort key an expression the HNSW index cannot serve: this read is exact by construction.
     distance = ExpressionWrapper(vector_index.exact_distance(vector) + Value(0.0), output_field=FloatField())
@@ -323,5 +344,5 @@ def article_neighbours(*, viewer: Viewer, embedding: QueryEmbedding, k: int) -> 
     """The novelty gate's read: the k active articles nearest to `embedding` among those the viewer sees."""
     candidates = Article.objects.visible_to(viewer).active().only("id")
     with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
-        read = _nearest(session, candidates, embedding, k)
+        read = _nearest(session, candidates, embedding, k, reach=("active", viewer))
     return [Neighbour(article_id=a.id, similarity=1.0 - float(a.distance)) for a in read.rows]  # type: ignore[attr-defined]

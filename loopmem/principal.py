@@ -18,6 +18,7 @@ from loopmem.errors import (
     ImpersonationTenantRequired,
     Unauthorized,
 )
+from loopmem.key_lookup import key_with_tenant
 from loopmem.models import ApiKey, Tenant
 
 IMPERSONATE_HEADER = "HTTP_X_IMPERSONATE_TENANT"
@@ -58,7 +59,7 @@ def hash_key(raw_key: str) -> str:
 def principal_for_key(*, raw_key: str, impersonate: str | None) -> Principal:
     """Resolve a raw bearer key (and optional impersonation target) or raise Unauthorized."""
     now = timezone.now()
-    api_key = ApiKey.objects.select_related("tenant").filter(key_hash=hash_key(raw_key)).first()
+    api_key = key_with_tenant(hash_key(raw_key))
     if api_key is None or not api_key.is_usable(now):
         # Unknown, revoked and expired keys are indistinguishable on purpose.
         raise Unauthorized("The API key is missing, unknown, revoked or expired")

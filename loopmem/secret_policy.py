@@ -116,12 +116,17 @@ def apply_secret_policy(
 
     Raises SecretDetected when the policy refuses. `report`, when given, receives what was redacted.
     """
-    policy = policy or policy_of(tenant)
+    if policy is None and isinstance(tenant, Tenant):
+        policy = tenant.secret_policy
     if policy == SecretPolicy.ALLOW:
         return dict(fields)
     scanned = _scan_fields(fields)
     found = _report(scanned)
     if not found:
+        return dict(fields)
+    # Read only now that something was found: a clean write (nearly all of them) costs no query for its policy.
+    policy = policy or policy_of(tenant)
+    if policy == SecretPolicy.ALLOW:
         return dict(fields)
     tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
     # Kinds and field names only: the logs never see a secret, nor where in the text it was.

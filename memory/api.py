@@ -36,7 +36,6 @@ from memory.serializers import (
     ExportIn,
     GraduateIn,
     MemoryListIn,
-    MemoryOut,
     MemoryPatchIn,
     PromoteIn,
     RecallIn,
@@ -83,7 +82,7 @@ class MemoryViewSet(ScopedViewSet):
             turn = services.session_append(scope=scope, report=redacted, **parse(SessionTurnIn, body))
             return SessionTurnOut(turn).data
         memory = services.memory_remember(scope=scope, report=redacted, **parse(RememberIn, body))
-        return MemoryOut(memory).data
+        return envelopes.memory_data(memory)
 
     def list(self, request: Request) -> Response:
         params = parse(MemoryListIn, request.query_params)
@@ -96,7 +95,9 @@ class MemoryViewSet(ScopedViewSet):
             rows = selectors.memory_list(scope=self.scope, **filters)
         page = list(rows[offset : offset + limit])
         return Response(
-            paginated(MemoryOut(page, many=True).data, total_count=rows.count(), limit=limit, offset=offset)
+            paginated(
+                [envelopes.memory_data(memory) for memory in page], total_count=rows.count(), limit=limit, offset=offset
+            )
         )
 
     def _addressable(self) -> QuerySet[Memory]:
@@ -107,7 +108,7 @@ class MemoryViewSet(ScopedViewSet):
 
     def retrieve(self, request: Request, pk: str) -> Response:
         """One memory, live or superseded (superseded rows are kept for audit)."""
-        return Response({"data": MemoryOut(selectors.memory_get(self._addressable(), pk)).data})
+        return Response({"data": envelopes.memory_data(selectors.memory_get(self._addressable(), pk))})
 
     def partial_update(self, request: Request, pk: str) -> Response:
         """Correct a memory: a new live version with the given fields replacing the old ones, linked by supersede.
@@ -117,13 +118,13 @@ class MemoryViewSet(ScopedViewSet):
         redacted = SecretReport()
         actor = Actor.of(self.principal, "PATCH /api/v1/memory/:id")
         memory = services.memory_correct(scope=self.scope, memory_id=pk, report=redacted, actor=actor, **changes)
-        return Response(with_redactions({"data": MemoryOut(memory).data}, redacted))
+        return Response(with_redactions({"data": envelopes.memory_data(memory)}, redacted))
 
     @action(detail=True, methods=["get"])
     def history(self, request: Request, pk: str) -> Response:
         """The memory's supersede chain, oldest first, up to the live version, whichever member is asked for."""
         chain = selectors.memory_history(self._addressable(), pk)
-        return Response({"data": MemoryOut(chain, many=True).data})
+        return Response({"data": [envelopes.memory_data(memory) for memory in chain]})
 
     def destroy(self, request: Request, pk: str) -> Response:
         actor = Actor.of(self.principal, "DELETE /api/v1/memory/:id")

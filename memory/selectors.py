@@ -18,10 +18,10 @@ from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
 from loopmem.scope import Scope
+from loopmem.size_cache import subject_sizes
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
-from memory.subject_sizes import subject_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -181,13 +181,14 @@ def recall_path_for(session: heavy_read.ScopedSession, scope: Scope) -> str:
     """ "exact" for a subject of at most RECALL_EXACT_MAX_ROWS rows, else "ann", from a size cached per subject.
 
     Either path is complete whatever the size (exact by construction; ANN verified, re-read exactly when short),
-    so a size up to SUBJECT_SIZE_TTL_SECONDS old costs at most speed, never a row; the count runs once per subject
+    so a size up to SIZE_TTL_SECONDS old costs at most speed, never a row; the count runs once per subject
     per TTL instead of before every recall.
     """
-    size = subject_sizes.get(scope)
+    key = (scope.tenant_id, scope.subject_id)
+    size = subject_sizes.get(key)
     if size is None:
         size = session.count(Memory.objects.for_scope(scope))
-        subject_sizes.put(scope, size)
+        subject_sizes.put(key, size)
     return "exact" if size <= settings.RECALL_EXACT_MAX_ROWS else "ann"
 
 

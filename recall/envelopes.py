@@ -7,7 +7,6 @@ from typing import Any
 from knowledge import envelopes as knowledge_envelopes
 from loopmem.outcome import outcome_for
 from memory import envelopes as memory_envelopes
-from memory.serializers import MemoryOut
 from recall.services import MergedItem, RecallContext
 
 
@@ -15,7 +14,7 @@ def recall(context: RecallContext) -> dict[str, Any]:
     """The /recall body (reference §2.7): merged items, the untouched per-source envelopes, and the ledger meta."""
     knowledge = context.knowledge
     memory_envelope = memory_envelopes.recall(context.memory)
-    # The merged memory items are hits of the memory half: reuse its serialized rows (one serializer for all).
+    # The merged memory items are hits of the memory half: reuse its rendered rows.
     serialized = {
         str(hit.memory.id): row["memory"] for hit, row in zip(context.memory.hits, memory_envelope["data"], strict=True)
     }
@@ -61,7 +60,7 @@ def _item(item: MergedItem, serialized_memories: dict[str, Any]) -> dict[str, An
     }
     if item.memory is not None:
         found = serialized_memories.get(item.id)
-        return {**common, "memory": found if found is not None else MemoryOut(item.memory).data}
+        return {**common, "memory": found if found is not None else memory_envelopes.memory_data(item.memory)}
     assert item.hit is not None
     article = item.hit.article
     summary = {

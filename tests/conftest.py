@@ -9,10 +9,9 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from loopmem import embeddings, redis_outage
+from loopmem import embeddings, redis_outage, size_cache
 from loopmem.models import ApiKey, Tenant
 from loopmem.services import IssuedKey, api_key_create
-from memory.subject_sizes import subject_sizes
 from tests.factories import TenantFactory
 
 pytest_plugins = ["tests.fake_llm"]
@@ -24,8 +23,8 @@ def _fresh_rate_limit_counters() -> None:
     # purpose must not leave the process's outage latch open for the next one.
     redis_outage.reset()
     cache.clear()
-    # Recall's per-process subject sizes too: a test that grows a subject past a threshold sees it at once.
-    subject_sizes.clear()
+    # The per-process sizes that pick read paths too: a test that grows a set past a threshold sees it at once.
+    size_cache.clear_all()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from django.db import connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import Article
 from knowledge.selectors import knowledge_search
@@ -177,3 +178,24 @@ def test_drafts_can_be_asked_for_by_status(tenant):
     assert knowledge_search(viewer=curator, query="deploy", mode="keyword").hits == []
     found = knowledge_search(viewer=curator, query="deploy", mode="keyword", status="draft")
     assert [hit.article.title for hit in found.hits] == ["Draft deploy"]
+
+
+@override_settings(KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5)
+def test_the_count_that_picks_the_read_is_reused_and_a_stale_one_loses_no_row(tenant, viewer, twenty):
+    embedding = QueryEmbedding(hashed("topic 1"), MODEL)
+
+    def searched() -> tuple[list[uuid.UUID], list[str]]:
+        with CaptureQueriesContext(connections[heavy_read.HEAVY_READ_ALIAS]) as queries:
+            result = knowledge_search(viewer=viewer, query="topic", mode="semantic", embedding=embedding, limit=5)
+        return [hit.article.id for hit in result.hits], [q["sql"] for q in queries.captured_queries]
+
+    first, first_sql = searched()
+    again, again_sql = searched()
+    assert any("COUNT(*)" in sql for sql in first_sql)
+    assert not any("COUNT(*)" in sql for sql in again_sql)  # the size came from the per-process cache
+    assert again == first
+    # The cached size says "large" (ANN) though all but two articles are gone: the verified read still answers
+    # exactly what exists.
+    Article.objects.filter(tenant=tenant).exclude(id__in=first[:2]).delete()
+    left, _ = searched()
+    assert sorted(left) == sorted(first[:2])

@@ -4,8 +4,8 @@ from typing import Any
 from loopmem.audit import Actor
 from loopmem.management.operator import OperatorCommand
 from loopmem.services import tenant_get
+from memory.envelopes import memory_data
 from memory.selectors import memory_list_all_subjects
-from memory.serializers import MemoryOut
 from memory.services import memory_forget_any
 
 
@@ -45,10 +45,11 @@ class Command(OperatorCommand):
             rows = rows.filter(subject_id=options["subject"])
         limit, offset = max(1, min(options["limit"], 200)), max(0, options["offset"])
         page = list(rows[offset : offset + limit])
-        data = MemoryOut(page, many=True).data
-        summary = {"data": data, "meta": {"total_count": rows.count(), "limit": limit, "offset": offset}}
+        data = [memory_data(memory) for memory in page]
+        total_count = rows.count()
+        summary = {"data": data, "meta": {"total_count": total_count, "limit": limit, "offset": offset}}
         lines = [
             f"{m['inserted_at']}  {m['subject_id']:<24} {m['source']:<9} {m['id']}  {m['text'][:60]}" for m in data
         ]
-        human = "\n".join([*lines, f"{len(page)} of {summary['meta']['total_count']} memories"])
+        human = "\n".join([*lines, f"{len(page)} of {total_count} memories"])
         return summary, human
