@@ -296,7 +296,10 @@ def _nearest(
     if not vector_index.is_indexed(len(embedding.vector)):
         # No index of this size: the exact read is the only one (complete; slower on a large visible set).
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
-    if _reachable(session, embedded, (*reach, embedding.model_id, len(embedding.vector), threshold), threshold) <= threshold:
+    if (
+        _reachable(session, embedded, (*reach, embedding.model_id, len(embedding.vector), threshold), threshold)
+        <= threshold
+    ):
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
         heavy_read.ReadOptions(
