@@ -11,8 +11,8 @@ from loopmem.scope import Scope
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, MemoryQuerySet
 
-# Never loaded by a recall: the vector and the search vector are read inside SQL only.
-HEAVY_COLUMNS = ("embedding", "search_vector")
+# Never loaded by a recall: the vectors (and a reembed's pending one) and the search vector are read inside SQL only.
+HEAVY_COLUMNS = ("embedding", "pending_embedding", "search_vector")
 
 
 def recall_candidates(
