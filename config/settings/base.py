@@ -221,8 +221,6 @@ IDEMPOTENCY_RETENTION_SECONDS = env_int("LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS",
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
 RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)
 RATE_LIMIT_TENANT_MULTIPLIER = 3
-RATELIMIT_USE_CACHE = "default"
-RATELIMIT_FAIL_OPEN = True
 # last_used_at is written at most this often per key, so auth stays a read on the hot path.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = 60
 

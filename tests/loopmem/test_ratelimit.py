@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 from django.test import override_settings
+from prometheus_client import REGISTRY
 
 from tests.conftest import error
 from tests.factories import TenantFactory
@@ -76,3 +80,64 @@ def test_the_limiter_fails_open_when_redis_is_unreachable(client_for, make_key, 
         statuses = [client.get("/api/v1/projects").status_code for _ in range(5)]
     assert statuses == [200] * 5
     assert "rate limiter failing open" in caplog.text
+
+
+def _rejections(limit: str) -> float:
+    return REGISTRY.get_sample_value("loopmem_rate_limit_rejections_total", {"limit": limit}) or 0.0
+
+
+def test_the_tenant_limit_refuses_a_key_within_its_own_and_counts_as_tenant(client_for, make_key, small_tenant):
+    for _ in range(3):
+        busy = client_for(make_key("user", small_tenant))
+        assert [busy.get("/api/v1/projects").status_code for _ in range(3)] == [200] * 3
+    before_key, before_tenant = _rejections("key"), _rejections("tenant")
+    fresh = client_for(make_key("user", small_tenant))
+    response = fresh.get("/api/v1/projects")
+    assert response.status_code == 429
+    assert response["x-ratelimit-remaining"] == "2"  # the key itself still had room
+    assert response.json()["error"]["details"] == {"retry_after": int(response["retry-after"]), "limit": 3}
+    assert (_rejections("key") - before_key, _rejections("tenant") - before_tenant) == (0, 1)
+
+
+def test_a_request_over_both_limits_counts_both(client_for, make_key, small_tenant):
+    for _ in range(2):
+        busy = client_for(make_key("user", small_tenant))
+        assert [busy.get("/api/v1/projects").status_code for _ in range(3)] == [200] * 3
+    last = client_for(make_key("user", small_tenant))
+    assert [last.get("/api/v1/projects").status_code for _ in range(3)] == [200] * 3
+    before_key, before_tenant = _rejections("key"), _rejections("tenant")
+    response = last.get("/api/v1/projects")  # the key's 4th (over 3) and the tenant's 10th (over 9)
+    assert response.status_code == 429
+    assert 1 <= int(response["retry-after"]) <= 60
+    assert (_rejections("key") - before_key, _rejections("tenant") - before_tenant) == (1, 1)
+
+
+def test_the_reset_header_counts_down_the_window(client_for, agent_key):
+    client = client_for(agent_key)
+    assert client.get("/api/v1/projects")["x-ratelimit-reset"] == "60"  # the request opened the window
+    time.sleep(1.1)
+    later = client.get("/api/v1/projects")
+    assert later["x-ratelimit-remaining"] == "298"  # the same window
+    assert 1 <= int(later["x-ratelimit-reset"]) <= 59
+
+
+def test_a_hung_redis_fails_open_without_headers(client_for, make_key, small_tenant, tmp_path, caplog):
+    client = client_for(make_key("user", small_tenant))
+    # A socket that accepts connections (the kernel's backlog) and never answers: a frozen Redis.
+    path = str(tmp_path / "frozen.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as frozen:
+        frozen.bind(path)
+        frozen.listen(16)
+        hung = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": f"unix://{path}",
+                "KEY_PREFIX": "loopmem",
+                "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+            }
+        }
+        with override_settings(CACHES=hung):
+            responses = [client.get("/api/v1/projects") for _ in range(5)]
+    assert [r.status_code for r in responses] == [200] * 5
+    assert all("x-ratelimit-limit" not in r for r in responses)
+    assert "rate limiter failing open: redis unreachable (TimeoutError)" in caplog.text
