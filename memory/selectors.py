@@ -139,16 +139,17 @@ def recall_by_vector(
         else contextlib.nullcontext(session)
     )
     with opened as session:
+        size = subject_size(session, scope)
         if include_superseded:
             # Superseded rows are not in the partial HNSW index: the exact, bounded read serves them.
-            return _result(session.fetch(_exact(scope, candidates, vector, k)), k, recall_path="exact")
+            return _result(session.fetch(_exact(scope, candidates, vector, k, size)), k, recall_path="exact")
         if path == "auto":
-            path = recall_path_for(session, scope)
+            path = "exact" if size <= settings.RECALL_EXACT_MAX_ROWS else "ann"
         if path != "exact" and not vector_index.is_indexed(dimensions):
             _note_unindexed(model_id, dimensions)
             path = "exact"
         if path == "exact":
-            return _result(session.fetch(_exact(scope, candidates, vector, k)), k, recall_path="exact")
+            return _result(session.fetch(_exact(scope, candidates, vector, k, size)), k, recall_path="exact")
         applied = session.configure(
             heavy_read.ReadOptions(
                 ef_search=settings.HNSW_EF_SEARCH,
@@ -165,7 +166,7 @@ def recall_by_vector(
         rows = sorted(session.fetch(ann), key=lambda m: (m.distance, m.id))[:k]  # type: ignore[attr-defined]
         if len(rows) < k and path == "ann":
             # Verified fill: HNSW came back short, so let the exact read decide what exists.
-            exact_rows = session.fetch(_exact(scope, candidates, vector, k))
+            exact_rows = session.fetch(_exact(scope, candidates, vector, k, size))
             if len(exact_rows) > len(rows):
                 return _result(exact_rows, k, recall_path="exact")
         return _result(
@@ -177,19 +178,20 @@ def recall_by_vector(
         )
 
 
-def recall_path_for(session: heavy_read.ScopedSession, scope: Scope) -> str:
-    """ "exact" for a subject of at most RECALL_EXACT_MAX_ROWS rows, else "ann", from a size cached per subject.
+def subject_size(session: heavy_read.ScopedSession, scope: Scope) -> int:
+    """How many rows the subject holds (every version), from a count cached per subject and process.
 
-    Either path is complete whatever the size (exact by construction; ANN verified, re-read exactly when short),
-    so a size up to SIZE_TTL_SECONDS old costs at most speed, never a row; the count runs once per subject
-    per TTL instead of before every recall.
+    It picks the read: exact up to RECALL_EXACT_MAX_ROWS rows, else ANN; and the exact read's shape (_exact).
+    Every read is complete whatever the size (exact by construction; ANN verified, re-read exactly when short),
+    so a size up to SIZE_TTL_SECONDS old costs at most speed, never a row; the count runs once per subject per
+    TTL instead of before every recall.
     """
     key = (scope.tenant_id, scope.subject_id)
     size = subject_sizes.get(key)
     if size is None:
         size = session.count(Memory.objects.for_scope(scope))
         subject_sizes.put(key, size)
-    return "exact" if size <= settings.RECALL_EXACT_MAX_ROWS else "ann"
+    return size
 
 
 _unindexed_noted: set[tuple[str, int]] = set()
@@ -206,16 +208,26 @@ def _note_unindexed(model_id: str, dimensions: int) -> None:
         )
 
 
-def _exact(scope: Scope, candidates: QuerySet[Memory], vector: list[float], k: int) -> QuerySet[Memory]:
-    """The k candidates nearest by true distance, in two steps: the ids of the k nearest, then those k rows.
+# From this many rows up, a subject's exact read sorts ids alone and then fetches the k rows (_exact); below it one
+# statement is cheaper (the vector travels once, and sorting a few hundred whole rows costs little).
+EXACT_TWO_STEP_MIN_ROWS = 1_000
 
-    The inner read sorts id and distance alone: sorting whole rows formed every candidate's 20-odd columns
-    (about a fifth of the read for a quota-full subject). The outer read fetches k rows by primary key.
+
+def _exact(
+    scope: Scope, candidates: QuerySet[Memory], vector: list[float], k: int, subject_rows: int
+) -> QuerySet[Memory]:
+    """The k candidates nearest by true distance.
+
+    For a large subject in two steps: the inner read sorts id and distance alone (sorting whole rows formed every
+    candidate's 20-odd columns: about a fifth of a quota-full subject's read), the outer fetches those k rows by
+    primary key.
     """
     # "+ 0" makes the sort key an expression no HNSW index can serve (nor does the uncast, full-precision column
     # match the indexes' cast expressions), so the planner never swaps in an approximate, post-filtered index scan:
     # this read is exact by construction.
     distance = ExpressionWrapper(vector_index.exact_distance(vector) + Value(0.0), output_field=FloatField())
+    if subject_rows < EXACT_TWO_STEP_MIN_ROWS:
+        return candidates.annotate(distance=distance).order_by("distance", "id")[:k]
     nearest = candidates.annotate(distance=distance).order_by("distance", "id").values("id")[:k]
     rows = Memory.objects.for_scope(scope).filter(id__in=nearest).defer(*HEAVY_COLUMNS)
     return rows.annotate(distance=vector_index.exact_distance(vector)).order_by("distance", "id")

@@ -92,3 +92,32 @@ def test_iterative_scan_unavailable_is_reported_and_degrades_the_outcome(agent, 
 )
 def test_pool_size_follows_the_reference_table(k, with_project, pool):
     assert selectors.pool_size(k, with_project=with_project) == pool
+
+
+@pytest.mark.parametrize("include_superseded", [False, True])
+def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
+    agent, tenant, twenty, monkeypatch, include_superseded
+):
+    # Another subject's rows nearer the query than any of ours: the inner read must stay inside the scope.
+    [near] = embeddings.HashingEmbedder().embed(["fact 1 about topic 1"])
+    Memory.objects.bulk_create(
+        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
+               embedding_model="hashing:v1", embedding_content_hash="x")
+        for _ in range(30)
+    )  # fmt: skip
+    [vector] = embeddings.HashingEmbedder().embed(["topic 1"])
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+
+    def read(two_step_from: int) -> list[tuple[str, float]]:
+        monkeypatch.setattr(selectors, "EXACT_TWO_STEP_MIN_ROWS", two_step_from)
+        result = selectors.recall_by_vector(
+            scope=scope, vector=vector, model_id="hashing:v1", k=7, include_superseded=include_superseded
+        )
+        assert result.recall_path == "exact"
+        return [(str(hit.memory.id), round(hit.score or 0.0, 6)) for hit in result.hits]
+
+    one_statement, two_steps = read(two_step_from=10**9), read(two_step_from=0)
+    assert two_steps == one_statement
+    assert len(two_steps) == 7
+    foreign = {str(memory_id) for memory_id in Memory.objects.filter(subject_id="agent-z").values_list("id", flat=True)}
+    assert foreign.isdisjoint(memory_id for memory_id, _ in two_steps)
