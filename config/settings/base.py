@@ -93,8 +93,8 @@ DATABASES = {
 DB_CONNECT_TIMEOUT_SECONDS = env_int("LOOPMEM_DB_CONNECT_TIMEOUT_SECONDS", 5)
 for _database in DATABASES.values():
     _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
-# Web processes only (loopmem.db_timeouts): a statement of a request running longer is cancelled, 503
-# `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
+# Web processes only (loopmem.db_timeouts), on every alias but heavy_read: a statement of a request running longer is
+# cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
 WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
 if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
@@ -280,6 +280,7 @@ SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
 AGENT_INTEGRATION = agent_config_from_env()
 
 # --- Recall and heavy reads ----------------------------------------------------------------------------
+# The heavy_read connection's statement timeout, in every process (loopmem.db_timeouts). 0: the server's default.
 HEAVY_READ_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_HEAVY_READ_STATEMENT_TIMEOUT_MS", 10_000)
 HEAVY_READ_MAX_IN_FLIGHT = env_int("LOOPMEM_HEAVY_READ_MAX_IN_FLIGHT", 16)
 HNSW_EF_SEARCH = env_int("LOOPMEM_HNSW_EF_SEARCH", 100)
