@@ -84,9 +84,12 @@ APPEND_SLASH = False
 DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
 HEAVY_READ_DATABASE_URL = env_str("HEAVY_READ_DATABASE_URL") or DATABASE_URL
 _conn_max_age = env_int("LOOPMEM_DB_CONN_MAX_AGE", 60)
+# Django's PostgreSQL backend whose CONN_HEALTH_CHECKS look at the idle connection's socket instead of sending
+# `SELECT 1` before each request's first query (loopmem/postgres_backend/base.py).
+_ENGINE = "loopmem.postgres_backend"
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
-    "heavy_read": dj_database_url.parse(HEAVY_READ_DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
+    alias: dj_database_url.parse(url, engine=_ENGINE, conn_max_age=_conn_max_age, conn_health_checks=True)
+    for alias, url in (("default", DATABASE_URL), ("heavy_read", HEAVY_READ_DATABASE_URL))
 }
 # A database that does not accept a connection within this many seconds is unreachable: the request answers
 # 503 `database_unavailable` instead of waiting on the operating system's TCP timeout (minutes).
