@@ -58,11 +58,14 @@ def _in_transaction() -> bool:
     return heavy.in_atomic_block or not heavy.get_autocommit()
 
 
-def test_an_exact_recall_sends_only_its_reads(tenant: Any, twenty: None) -> None:
+def _recall(scope: Scope, **kwargs: Any) -> Any:
+    return selectors.recall_by_vector(scope=scope, vector=_query(), model_id="hashing:v1", k=5, **kwargs)
+
+
+def test_an_exact_recall_sends_only_its_read(tenant: Any, twenty: None) -> None:
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    result, sent = _sent(
-        lambda: selectors.recall_by_vector(scope=scope, vector=_query(), model_id="hashing:v1", k=5, path="exact")
-    )
+    _recall(scope, path="exact")  # the subject's size is cached from here on, as after any subject's first recall
+    result, sent = _sent(lambda: _recall(scope, path="exact"))
     assert (result.recall_path, len(result.hits)) == ("exact", 5)
     assert len(sent) == 1, sent  # the kNN read, nothing around it
     assert sent[0].startswith("SELECT")
@@ -72,7 +75,7 @@ def test_an_exact_recall_sends_only_its_reads(tenant: Any, twenty: None) -> None
 
 def test_an_auto_recall_counts_and_reads_in_autocommit(tenant: Any, twenty: None) -> None:
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    result, sent = _sent(lambda: selectors.recall_by_vector(scope=scope, vector=_query(), model_id="hashing:v1", k=5))
+    result, sent = _sent(lambda: _recall(scope))
     assert result.recall_path == "exact"
     assert [sql.split()[0] for sql in sent] == ["SELECT", "SELECT"], sent  # the subject's size, then the read
     assert not any("set_config" in sql or sql.startswith(TRANSACTION_CONTROL) for sql in sent)
@@ -80,10 +83,8 @@ def test_an_auto_recall_counts_and_reads_in_autocommit(tenant: Any, twenty: None
 
 def test_an_ann_recall_sets_its_options_inside_the_transaction_its_reads_run_in(tenant: Any, twenty: None) -> None:
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    heavy_read.pgvector_supports_iterative_scan()  # asked once per process: not part of this read
-    result, sent = _sent(
-        lambda: selectors.recall_by_vector(scope=scope, vector=_query(), model_id="hashing:v1", k=5, path="ann")
-    )
+    _recall(scope, path="ann")  # the subject's size and pgvector's version are asked once, not part of this read
+    result, sent = _sent(lambda: _recall(scope, path="ann"))
     assert (result.recall_path, result.ann_iterative_scan) == ("ann", "applied")
     assert sent[0] == "BEGIN"
     assert sent[1].startswith("SELECT set_config")
