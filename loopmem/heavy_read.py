@@ -1,8 +1,10 @@
 """The `heavy_read` path: kNN and search, on a replica when one is configured.
 
-Every heavy read of memory rows goes through `run_scoped`: it proves the query is scoped (a structural
-guard over the compiled WHERE tree, not a convention), sheds load per tenant, and runs inside a
-transaction with `SET LOCAL` timeouts and HNSW options, reporting which options were in force.
+Every heavy read of memory rows goes through a scoped session: it proves the query is scoped (a structural
+guard over the compiled WHERE tree, not a convention) and sheds load per tenant. The statement timeout is a
+property of the heavy-read connection (`loopmem.db_timeouts`), so a read that needs nothing else (the exact read,
+a count, the keyword lane) runs in autocommit: one round trip. A read that needs `SET LOCAL` HNSW or planner
+options opens the session's transaction on first use, and the options hold until the session ends.
 """
 
 from __future__ import annotations
@@ -189,10 +191,36 @@ def apply_read_options(options: ReadOptions) -> AppliedOptions:
     return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
 
 
-class ScopedSession:
-    """A transaction on the heavy-read alias in which every query must prove it is scoped."""
+class _HeavySession:
+    """What both sessions share: the transaction, opened only when a read needs `SET LOCAL` options.
 
-    def __init__(self, *, tenant_id: uuid.UUID, subject_id: str) -> None:
+    Under READ COMMITTED (PostgreSQL's default; loopmem asks for no other) every statement takes its own snapshot,
+    in a transaction or not, so a read that needs no option sees the same rows in autocommit, without the BEGIN
+    and COMMIT round trips. The statement timeout needs no transaction: it is the connection's own.
+    """
+
+    def __init__(self, *, transaction_scope: contextlib.ExitStack) -> None:
+        self._transaction_scope = transaction_scope
+        self._in_transaction = False
+
+    def _enter_transaction(self) -> None:
+        # Entered on the session's stack: it stays open (SET LOCAL in force) until the session's `with` ends,
+        # which commits it, or rolls it back on an exception, before the tenant's gate slot is given back.
+        if not self._in_transaction:
+            self._transaction_scope.enter_context(transaction.atomic(using=HEAVY_READ_ALIAS))
+            self._in_transaction = True
+
+    def configure(self, options: ReadOptions) -> AppliedOptions:
+        """SET LOCAL the HNSW options until the session ends (its transaction opens here); report what is in force."""
+        self._enter_transaction()
+        return apply_read_options(options)
+
+
+class ScopedSession(_HeavySession):
+    """Reads on the heavy-read alias in which every query must prove it is scoped to the (tenant, subject)."""
+
+    def __init__(self, *, tenant_id: uuid.UUID, subject_id: str, transaction_scope: contextlib.ExitStack) -> None:
+        super().__init__(transaction_scope=transaction_scope)
         self._tenant_id = tenant_id
         self._subject_id = subject_id
 
@@ -214,27 +242,19 @@ class ScopedSession:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return queryset.using(HEAVY_READ_ALIAS).aggregate(**aggregates)
 
-    def configure(self, options: ReadOptions) -> AppliedOptions:
-        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
-        return apply_read_options(options)
-
 
 @contextlib.contextmanager
-def _heavy_transaction(tenant_id: uuid.UUID) -> Iterator[None]:
-    """Shed per tenant, then one transaction on the heavy-read alias with a statement timeout."""
-    with tenant_gate(tenant_id), transaction.atomic(using=HEAVY_READ_ALIAS):
-        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true)", [str(settings.HEAVY_READ_STATEMENT_TIMEOUT_MS)]
-            )
-        yield
+def _heavy_session_scope(tenant_id: uuid.UUID) -> Iterator[contextlib.ExitStack]:
+    """Shed per tenant, for the whole session; the stack holds the session's transaction if a read opens one."""
+    with tenant_gate(tenant_id), contextlib.ExitStack() as transaction_scope:
+        yield transaction_scope
 
 
 @contextlib.contextmanager
 def scoped_session(*, tenant_id: uuid.UUID, subject_id: str) -> Iterator[ScopedSession]:
     """The one way memory rows are read for kNN."""
-    with _heavy_transaction(tenant_id):
-        yield ScopedSession(tenant_id=tenant_id, subject_id=subject_id)
+    with _heavy_session_scope(tenant_id) as transaction_scope:
+        yield ScopedSession(tenant_id=tenant_id, subject_id=subject_id, transaction_scope=transaction_scope)
 
 
 @functools.cache
@@ -358,10 +378,11 @@ def assert_tenant_scoped(query: Query, *, tenant_id: uuid.UUID) -> None:
     _assert_tenant_everywhere(query, tenant_id)
 
 
-class TenantScopedSession:
-    """A transaction on the heavy-read alias in which every query must pin the tenant on every table."""
+class TenantScopedSession(_HeavySession):
+    """Reads on the heavy-read alias in which every query must pin the tenant on every table."""
 
-    def __init__(self, *, tenant_id: uuid.UUID) -> None:
+    def __init__(self, *, tenant_id: uuid.UUID, transaction_scope: contextlib.ExitStack) -> None:
+        super().__init__(transaction_scope=transaction_scope)
         self._tenant_id = tenant_id
 
     def fetch(self, queryset: models.QuerySet[M]) -> list[M]:
@@ -373,17 +394,14 @@ class TenantScopedSession:
         assert_tenant_scoped(queryset.query, tenant_id=self._tenant_id)
         return queryset.using(HEAVY_READ_ALIAS).count()
 
-    def configure(self, options: ReadOptions) -> AppliedOptions:
-        """SET LOCAL the HNSW options for the rest of this transaction; report what is in force."""
-        return apply_read_options(options)
-
     def order_by_index(self) -> None:
-        """For the rest of this transaction, prefer an index that yields the ORDER BY over scanning and sorting.
+        """For the rest of this session, prefer an index that yields the ORDER BY over scanning and sorting.
 
         An ANN read means the HNSW index must answer. The planner prices sorting a few thousand rows by
         distance below an HNSW scan at ef_search 100 (it does not count fetching each row's TOASTed vector),
         then runs an exact scan 10-100x slower than the index, while `meta` would report the ANN read.
         """
+        self._enter_transaction()
         with connections[HEAVY_READ_ALIAS].cursor() as cursor:
             cursor.execute("SELECT set_config('enable_sort', 'off', true)")
 
@@ -391,5 +409,5 @@ class TenantScopedSession:
 @contextlib.contextmanager
 def tenant_scoped_session(*, tenant_id: uuid.UUID) -> Iterator[TenantScopedSession]:
     """The one way tenant-owned, subject-less rows are read for search and kNN."""
-    with _heavy_transaction(tenant_id):
-        yield TenantScopedSession(tenant_id=tenant_id)
+    with _heavy_session_scope(tenant_id) as transaction_scope:
+        yield TenantScopedSession(tenant_id=tenant_id, transaction_scope=transaction_scope)

@@ -84,17 +84,20 @@ APPEND_SLASH = False
 DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
 HEAVY_READ_DATABASE_URL = env_str("HEAVY_READ_DATABASE_URL") or DATABASE_URL
 _conn_max_age = env_int("LOOPMEM_DB_CONN_MAX_AGE", 60)
+# Django's PostgreSQL backend whose CONN_HEALTH_CHECKS look at the idle connection's socket instead of sending
+# `SELECT 1` before each request's first query (loopmem/postgres_backend/base.py).
+_ENGINE = "loopmem.postgres_backend"
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
-    "heavy_read": dj_database_url.parse(HEAVY_READ_DATABASE_URL, conn_max_age=_conn_max_age, conn_health_checks=True),
+    alias: dj_database_url.parse(url, engine=_ENGINE, conn_max_age=_conn_max_age, conn_health_checks=True)
+    for alias, url in (("default", DATABASE_URL), ("heavy_read", HEAVY_READ_DATABASE_URL))
 }
 # A database that does not accept a connection within this many seconds is unreachable: the request answers
 # 503 `database_unavailable` instead of waiting on the operating system's TCP timeout (minutes).
 DB_CONNECT_TIMEOUT_SECONDS = env_int("LOOPMEM_DB_CONNECT_TIMEOUT_SECONDS", 5)
 for _database in DATABASES.values():
     _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
-# Web processes only (loopmem.db_timeouts): a statement of a request running longer is cancelled, 503
-# `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
+# Web processes only (loopmem.db_timeouts), on every alias but heavy_read: a statement of a request running longer is
+# cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
 WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
 if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
@@ -280,6 +283,7 @@ SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
 AGENT_INTEGRATION = agent_config_from_env()
 
 # --- Recall and heavy reads ----------------------------------------------------------------------------
+# The heavy_read connection's statement timeout, in every process (loopmem.db_timeouts). 0: the server's default.
 HEAVY_READ_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_HEAVY_READ_STATEMENT_TIMEOUT_MS", 10_000)
 HEAVY_READ_MAX_IN_FLIGHT = env_int("LOOPMEM_HEAVY_READ_MAX_IN_FLIGHT", 16)
 HNSW_EF_SEARCH = env_int("LOOPMEM_HNSW_EF_SEARCH", 100)

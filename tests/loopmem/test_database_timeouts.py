@@ -1,5 +1,6 @@
-"""Database timeouts: a connect timeout everywhere, a statement timeout in web processes only, and the 503s a
-request answers when the database is unreachable or too slow (docs/operations.md, "Dependencies")."""
+"""Database timeouts: a connect timeout everywhere, a statement timeout in web processes only, the heavy-read
+connection's own in every process, and the 503s a request answers when the database is unreachable or too slow
+(docs/operations.md, "Dependencies")."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection, connections
+from django.db.models import Func, TextField, Value
 from django.test import override_settings
 
 from loopmem.db_timeouts import install_web_statement_timeout, uninstall_web_statement_timeout
+from loopmem.heavy_read import HEAVY_READ_ALIAS
 from memory import selectors
 from tests.conftest import error
+from tests.memory.conftest import embed_pending, remember
 
 pytestmark = pytest.mark.django_db(transaction=True)
+both_aliases = pytest.mark.django_db(transaction=True, databases=["default", HEAVY_READ_ALIAS])
 
 
 @pytest.fixture
@@ -31,8 +36,20 @@ def web_process() -> Iterator[None]:
             connection.close()  # the next connection (the test's flush) has the server's default again
 
 
-def _statement_timeout() -> str:
-    with connection.cursor() as cursor:
+@pytest.fixture
+def heavy_read_timeout() -> Iterator[None]:
+    """A heavy-read timeout the server's default and the web's cannot be mistaken for, on a fresh connection."""
+    heavy = connections[HEAVY_READ_ALIAS]
+    with override_settings(HEAVY_READ_STATEMENT_TIMEOUT_MS=700):
+        heavy.close()
+        try:
+            yield
+        finally:
+            heavy.close()  # the next test's heavy connection gets the configured timeout again
+
+
+def _statement_timeout(alias: str = "default") -> str:
+    with connections[alias].cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         (value,) = cursor.fetchone()
     return str(value)
@@ -51,6 +68,40 @@ def test_other_processes_keep_the_servers_default() -> None:
     # Migrations, operator commands and Celery tasks never import config.wsgi.
     connection.close()
     assert _statement_timeout() == "0"
+
+
+@both_aliases
+def test_every_process_gives_the_heavy_read_connection_its_own_statement_timeout(heavy_read_timeout: None) -> None:
+    # No web handler installed: a Celery worker or an operator command reads with the same bound.
+    assert _statement_timeout(HEAVY_READ_ALIAS) == "700ms"
+    connection.close()
+    assert _statement_timeout("default") == "0"
+
+
+@both_aliases
+def test_in_a_web_process_each_alias_keeps_its_own_timeout(web_process: None, heavy_read_timeout: None) -> None:
+    # Both handlers run for every new connection; each sets only its own alias (the two are separate connections to
+    # the same database here, as when HEAVY_READ_DATABASE_URL is unset), so neither overwrites the other.
+    assert _statement_timeout(HEAVY_READ_ALIAS) == "700ms"
+    assert _statement_timeout("default") == "300ms"
+
+
+@both_aliases
+def test_a_heavy_read_past_its_timeout_answers_503_database_timeout(
+    heavy_read_timeout: None, agent: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exact read runs in autocommit, outside any transaction: the connection's own timeout must bound it.
+    remember(agent, "a fact to recall")
+    embed_pending()
+    exact = selectors._exact
+
+    def stalled_exact(*args: Any, **kwargs: Any) -> Any:
+        return exact(*args, **kwargs).annotate(stall=Func(Value(5.0), function="pg_sleep", output_field=TextField()))
+
+    monkeypatch.setattr(selectors, "_exact", stalled_exact)
+    response = agent.post("/api/v1/memory/recall", {"query": "fact"}, format="json")
+    assert response.status_code == 503
+    assert response.json() == error(503, "database_timeout", "The database did not answer in time; retry shortly")
 
 
 def test_a_statement_past_the_timeout_answers_503_database_timeout(
