@@ -256,11 +256,12 @@ def _add_session_context(
 def load_rows(
     session: heavy_read.ScopedSession, candidates: QuerySet[Memory], hybrid: HybridPool, ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Memory]:
-    """The full memories of `ids` (the page a recall returns), each read once."""
+    """The full memories of `ids` (the page a recall returns), each read once. A row forgotten since the lanes read
+    it (each read is its own statement) is absent from the answer: it no longer exists."""
     missing = [memory_id for memory_id in ids if memory_id not in hybrid.loaded]
     if missing:
         hybrid.loaded.update((row.id, row) for row in session.fetch(candidates.filter(id__in=missing)))
-    return {memory_id: hybrid.loaded[memory_id] for memory_id in ids}
+    return {memory_id: hybrid.loaded[memory_id] for memory_id in ids if memory_id in hybrid.loaded}
 
 
 def distance_to(embedding: QueryEmbedding) -> Case:

@@ -107,6 +107,7 @@ def recall_lanes(
         ranked = fusion.fuse(hybrid.lanes(), _weights())
         page = ranked[:k]
         memories = hybrid_lanes.load_rows(session, candidates, hybrid, [memory_id for memory_id, _ in page])
+        page = [(memory_id, score) for memory_id, score in page if memory_id in memories]
     hits = [
         RecallHit(
             memory=memories[memory_id],

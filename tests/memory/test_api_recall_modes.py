@@ -264,3 +264,23 @@ def test_a_row_beyond_one_lanes_pool_is_still_scored_exactly_by_it(agent):
     assert isinstance(hit["scores"]["semantic"], float)
     assert hit["scores"]["semantic"] > 0
     assert hit["score"] < 1.0
+
+
+def test_a_memory_forgotten_between_the_lanes_and_the_page_load_is_left_out(agent, tenant, notes, monkeypatch):
+    # Each lane read is its own statement: a forget can land between the pool and the page's rows.
+    from memory import hybrid_lanes
+
+    load_rows = hybrid_lanes.load_rows
+    forgotten: list[str] = []
+
+    def forget_one_first(session, candidates, hybrid, ids):
+        forgotten.append(str(ids[0]))
+        Memory.objects.filter(tenant=tenant, id=ids[0]).delete()
+        hybrid.loaded.pop(ids[0], None)
+        return load_rows(session, candidates, hybrid, ids)
+
+    monkeypatch.setattr(hybrid_lanes, "load_rows", forget_one_first)
+    body = recall(agent, "deploy", mode="hybrid")
+    assert forgotten
+    assert body["data"]
+    assert forgotten[0] not in [hit["memory"]["id"] for hit in body["data"]]
