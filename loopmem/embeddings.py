@@ -257,20 +257,11 @@ PROVIDERS: dict[str, Callable[[EmbedderSpec], Embedder]] = {
 
 def spec_for(tenant: Tenant) -> EmbedderSpec:
     """The tenant's embedder: its own settings where set, else the deployment's."""
-    resolved = providers.resolve_provider(
-        providers.ProviderChoice(
-            tenant.embedding_provider, tenant.embedding_model, tenant.embedding_base_url, tenant.embedding_api_key
-        ),
-        providers.ProviderChoice(
-            settings.EMBEDDING_PROVIDER,
-            settings.EMBEDDING_MODEL,
-            settings.EMBEDDING_BASE_URL,
-            settings.EMBEDDING_API_KEY,
-        ),
-        DEFAULT_MODELS,
-    )
-    return EmbedderSpec(
-        provider=resolved.provider, model=resolved.model, base_url=resolved.base_url, api_key=resolved.api_key
+    return spec_of(
+        provider=tenant.embedding_provider,
+        model=tenant.embedding_model,
+        base_url=tenant.embedding_base_url,
+        api_key=tenant.embedding_api_key,
     )
 
 

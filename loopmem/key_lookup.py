@@ -45,6 +45,10 @@ class _Columns:
                 out.append((index, found, column))
         return out
 
+    @functools.cached_property
+    def attnames(self) -> list[str]:
+        return [field.attname for field in self.fields]
+
     def select(self) -> list[str]:
         quote = connection.ops.quote_name
         return [f"{quote(self.alias)}.{quote(field.column)}" for field in self.fields]
@@ -54,7 +58,7 @@ class _Columns:
         for index, converters, column in self.converters:
             for convert in converters:
                 values[index] = convert(values[index], column, connection)
-        return self.model.from_db(connection.alias, [field.attname for field in self.fields], values)
+        return self.model.from_db(connection.alias, self.attnames, values)
 
 
 @dataclass(frozen=True)
