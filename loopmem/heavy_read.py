@@ -224,6 +224,14 @@ class ScopedSession(_HeavySession):
         self._tenant_id = tenant_id
         self._subject_id = subject_id
 
+    @property
+    def tenant_id(self) -> uuid.UUID:
+        return self._tenant_id
+
+    @property
+    def subject_id(self) -> str:
+        return self._subject_id
+
     def fetch(self, queryset: models.QuerySet[M]) -> list[M]:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return list(queryset.using(HEAVY_READ_ALIAS))

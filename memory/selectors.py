@@ -17,6 +17,7 @@ from loopmem import embeddings, heavy_read, vector_index
 from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
+from loopmem.prepared_read import Builder, PreparedReads
 from loopmem.scope import Scope
 from loopmem.size_cache import subject_sizes
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
@@ -132,24 +133,24 @@ def recall_by_vector(
     scan, unverified). `session`: read inside one the caller holds (hybrid recall reads both lanes in one).
     """
     dimensions = len(vector)
-    candidates = _candidates(scope, model_id, dimensions, include_superseded=include_superseded, filters=filters)
     opened = (
         heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
         if session is None
         else contextlib.nullcontext(session)
     )
     with opened as session:
+        read = _VectorRead(session, scope, vector, model_id, include_superseded=include_superseded, filters=filters)
         size = subject_size(session, scope)
         if include_superseded:
             # Superseded rows are not in the partial HNSW index: the exact, bounded read serves them.
-            return _result(session.fetch(_exact(scope, candidates, vector, k, size)), k, recall_path="exact")
+            return _result(read.exact(k, size), k, recall_path="exact")
         if path == "auto":
             path = "exact" if size <= settings.RECALL_EXACT_MAX_ROWS else "ann"
         if path != "exact" and not vector_index.is_indexed(dimensions):
             _note_unindexed(model_id, dimensions)
             path = "exact"
         if path == "exact":
-            return _result(session.fetch(_exact(scope, candidates, vector, k, size)), k, recall_path="exact")
+            return _result(read.exact(k, size), k, recall_path="exact")
         applied = session.configure(
             heavy_read.ReadOptions(
                 ef_search=settings.HNSW_EF_SEARCH,
@@ -158,15 +159,10 @@ def recall_by_vector(
             )
         )
         pool = pool_size(k, with_project=scope.project_id is not None)
-        # Ordered by the cast the index of this size holds; the re-rank below sorts the pool by the full-precision
-        # distance (a halfvec index's order is a close approximation, its distances are not the stored vectors').
-        ann = candidates.annotate(distance=vector_index.exact_distance(vector)).order_by(
-            vector_index.ann_distance(vector)
-        )[:pool]
-        rows = sorted(session.fetch(ann), key=lambda m: (m.distance, m.id))[:k]  # type: ignore[attr-defined]
+        rows = sorted(read.ann(pool), key=lambda m: (m.distance, m.id))[:k]  # type: ignore[attr-defined]
         if len(rows) < k and path == "ann":
             # Verified fill: HNSW came back short, so let the exact read decide what exists.
-            exact_rows = session.fetch(_exact(scope, candidates, vector, k, size))
+            exact_rows = read.exact(k, size)
             if len(exact_rows) > len(rows):
                 return _result(exact_rows, k, recall_path="exact")
         return _result(
@@ -176,6 +172,57 @@ def recall_by_vector(
             ann_iterative_scan=applied.iterative_scan,
             ann_iterative_scan_reason=applied.iterative_scan_reason,
         )
+
+
+# The recall reads without filters, compiled once per shape (loopmem.prepared_read): most recalls filter nothing.
+_prepared_reads: PreparedReads[Memory] = PreparedReads()
+
+
+@dataclass(frozen=True)
+class _VectorRead:
+    """recall_by_vector's two reads, prepared when the caller filters nothing, else built through the ORM."""
+
+    session: heavy_read.ScopedSession
+    scope: Scope
+    vector: list[float]
+    model_id: str
+    include_superseded: bool
+    filters: MemoryFilters | None
+
+    def exact(self, k: int, subject_rows: int) -> list[Memory]:
+        two_step = subject_rows >= EXACT_TWO_STEP_MIN_ROWS
+
+        def build(scope: Scope, vector: list[float], model_id: str) -> QuerySet[Memory]:
+            return _exact(scope, self._candidates(scope, vector, model_id), vector, k, subject_rows)
+
+        return self._read(("exact", k, two_step), build)
+
+    def ann(self, pool: int) -> list[Memory]:
+        def build(scope: Scope, vector: list[float], model_id: str) -> QuerySet[Memory]:
+            # Ordered by the cast the index of this size holds; the caller re-ranks by the full-precision distance (a
+            # halfvec index's order is a close approximation, its distances are not the stored vectors').
+            candidates = self._candidates(scope, vector, model_id)
+            ranked = candidates.annotate(distance=vector_index.exact_distance(vector))
+            return ranked.order_by(vector_index.ann_distance(vector))[:pool]
+
+        return self._read(("ann", pool), build)
+
+    def _candidates(self, scope: Scope, vector: list[float], model_id: str) -> QuerySet[Memory]:
+        return _candidates(
+            scope, model_id, len(vector), include_superseded=self.include_superseded, filters=self.filters
+        )
+
+    def _read(self, shape: tuple[Any, ...], build: Builder[Memory]) -> list[Memory]:
+        if self.filters is not None and not self.filters.is_empty:
+            return self.session.fetch(build(self.scope, self.vector, self.model_id))
+        with_project = self.scope.project_id is not None
+        prepared = _prepared_reads.get(
+            (*shape, len(self.vector), self.include_superseded, with_project),
+            build,
+            dimensions=len(self.vector),
+            with_project=with_project,
+        )
+        return prepared.run(self.session, project_id=self.scope.project_id, vector=self.vector, model_id=self.model_id)
 
 
 def subject_size(session: heavy_read.ScopedSession, scope: Scope) -> int:

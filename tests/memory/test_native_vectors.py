@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 
 from loopmem import embeddings, heavy_read, vector_index
+from loopmem.prepared_read import PreparedRead
 from loopmem.scope import Scope
 from memory import selectors
 from memory.models import Memory
@@ -56,8 +57,16 @@ def plans(monkeypatch):
             seen.append(queryset.using(heavy_read.HEAVY_READ_ALIAS).explain())
         return fetch(self, queryset)
 
+    def explaining_prepared(self, session, **values):
+        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute(f"EXPLAIN {self.sql}", self.bind(session, **values))
+            seen.append("\n".join(row[0] for row in cursor.fetchall()))
+        return run_prepared(self, session, **values)
+
+    run_prepared = PreparedRead.run
     monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
     monkeypatch.setattr(heavy_read.ScopedSession, "fetch", explaining)
+    monkeypatch.setattr(PreparedRead, "run", explaining_prepared)
     return seen
 
 

@@ -1,0 +1,149 @@
+"""Prepared reads (loopmem.prepared_read): compiled once per shape, they answer exactly what the ORM read answers,
+always inside the session's own scope, and a shape that cannot be proven scoped is never prepared."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+from django.db.models.expressions import RawSQL
+
+from loopmem import heavy_read
+from loopmem.heavy_read import UnscopedHeavyRead
+from loopmem.prepared_read import PreparedRead, UnpreparableRead
+from loopmem.scope import Scope
+from memory import selectors
+from memory.models import Memory
+from projects.services import project_create
+from tests.memory.conftest import heavy_db
+
+pytestmark = heavy_db
+
+MODEL = "test:prepared"
+DIMENSIONS = 8
+
+
+def _vector(rng: random.Random) -> list[float]:
+    return [rng.uniform(-1, 1) for _ in range(DIMENSIONS)]
+
+
+def _rows(scope: Scope, count: int, rng: random.Random, **fields) -> list[Memory]:
+    return [
+        Memory.objects.create(
+            tenant_id=scope.tenant_id,
+            subject_id=scope.subject_id,
+            project_id=scope.project_id,
+            text=f"{scope.subject_id} fact {n}",
+            tags=["t", str(n)],
+            metadata={"n": n},
+            embedding=_vector(rng),
+            embedding_model=MODEL,
+            **fields,
+        )
+        for n in range(count)
+    ]
+
+
+def _exact_builder(k: int, subject_rows: int, include_superseded: bool = False):
+    def build(scope: Scope, vector: list[float], model_id: str):
+        candidates = selectors._candidates(scope, model_id, len(vector), include_superseded=include_superseded)
+        return selectors._exact(scope, candidates, vector, k, subject_rows)
+
+    return build
+
+
+def _fields(memory: Memory) -> dict[str, object]:
+    values = {field.attname: getattr(memory, field.attname) for field in Memory._meta.concrete_fields}
+    for heavy in ("embedding", "pending_embedding", "search_vector"):
+        values.pop(heavy)
+    return {**values, "distance": memory.distance}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("subject_rows", [5, selectors.EXACT_TWO_STEP_MIN_ROWS], ids=["one-step", "two-step"])
+def test_a_prepared_read_answers_what_the_orm_read_answers(tenant, subject_rows):
+    rng = random.Random(7)
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    _rows(scope, 30, rng)
+    build = _exact_builder(10, subject_rows)
+    prepared = PreparedRead(build, dimensions=DIMENSIONS, with_project=False)
+    for _ in range(3):  # one compiled shape, many vectors
+        query = _vector(rng)
+        with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+            expected = session.fetch(build(scope, query, MODEL))
+            got = prepared.run(session, project_id=None, vector=query, model_id=MODEL)
+        assert len(got) == 10
+        assert [_fields(m) for m in got] == [_fields(m) for m in expected]
+
+
+def test_a_prepared_read_answers_only_the_sessions_subject_and_tenant(tenant, other_tenant):
+    rng = random.Random(11)
+    mine = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    _rows(mine, 5, rng)
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-b"), 5, rng)
+    _rows(Scope(tenant_id=other_tenant.id, subject_id="agent-a"), 5, rng)
+    prepared = PreparedRead(_exact_builder(20, 5), dimensions=DIMENSIONS, with_project=False)
+    for tenant_id, subject_id in [(tenant.id, "agent-a"), (tenant.id, "agent-b"), (other_tenant.id, "agent-a")]:
+        with heavy_read.scoped_session(tenant_id=tenant_id, subject_id=subject_id) as session:
+            got = prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
+        assert len(got) == 5
+        assert {(m.tenant_id, m.subject_id) for m in got} == {(tenant_id, subject_id)}
+
+
+def test_the_project_is_bound_and_its_presence_is_part_of_the_shape(tenant):
+    rng = random.Random(13)
+    ops = project_create(tenant_id=tenant.id, name="Ops")
+    dev = project_create(tenant_id=tenant.id, name="Dev")
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-a", project_id=ops.id), 4, rng)
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-a", project_id=dev.id), 4, rng)
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-a"), 4, rng)
+    prepared = PreparedRead(_exact_builder(20, 12), dimensions=DIMENSIONS, with_project=True)
+    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        for project in (ops, dev):
+            got = prepared.run(session, project_id=project.id, vector=_vector(rng), model_id=MODEL)
+            # The partition rule: the project's rows and the subject's unpartitioned ones.
+            assert {m.project_id for m in got} == {project.id, None}
+            assert len(got) == 8
+        with pytest.raises(ValueError, match="part of its shape"):
+            prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
+
+
+def test_the_model_is_bound(tenant):
+    rng = random.Random(17)
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    _rows(scope, 3, rng)
+    prepared = PreparedRead(_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
+    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        assert len(prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)) == 3
+        assert prepared.run(session, project_id=None, vector=_vector(rng), model_id="test:other") == []
+
+
+def test_a_shape_the_guard_cannot_prove_scoped_is_never_prepared(tenant):
+    def subjectless(scope: Scope, vector: list[float], model_id: str):
+        return Memory.objects.filter(tenant_id=scope.tenant_id, embedding_model=model_id)
+
+    with pytest.raises(UnscopedHeavyRead):
+        PreparedRead(subjectless, dimensions=DIMENSIONS, with_project=False)
+
+
+def test_a_shape_that_spells_a_bound_value_into_its_sql_is_never_prepared(tenant):
+    # Scoped by its WHERE, but the subject also sits in the SQL text: a reuse would carry the first subject's value.
+    def inlined(scope: Scope, vector: list[float], model_id: str):
+        rows = Memory.objects.for_scope(scope).filter(embedding_model=model_id)
+        return rows.annotate(owner=RawSQL(f"'{scope.subject_id}'", []))
+
+    with pytest.raises(UnpreparableRead):
+        PreparedRead(inlined, dimensions=DIMENSIONS, with_project=False)
+
+
+def test_recall_by_vector_prepares_unfiltered_reads_once_per_shape(tenant):
+    rng = random.Random(19)
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    _rows(scope, 12, rng)
+    before = len(selectors._prepared_reads._shapes)
+    k = 7  # a k no other test asks for: a shape of its own
+    answers = [selectors.recall_by_vector(scope=scope, vector=_vector(rng), model_id=MODEL, k=k).hits for _ in range(4)]
+    assert len(selectors._prepared_reads._shapes) == before + 1
+    assert all(len(hits) == k for hits in answers)
+    other = Scope(tenant_id=tenant.id, subject_id=f"agent-{uuid.uuid4().hex[:6]}")
+    assert selectors.recall_by_vector(scope=other, vector=_vector(rng), model_id=MODEL, k=k).hits == []
