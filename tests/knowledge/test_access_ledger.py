@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import DatabaseError
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from knowledge.ledger import access_record_referenced, access_record_surfacing, surfaced_article_ids
 from knowledge.models import ArticleAccessEvent
@@ -107,3 +108,27 @@ def test_referenced_rows_and_the_surfaced_set_for_the_merged_recall(tenant, othe
     assert all(r.metadata == {"recall_id": str(recall_id)} for r in rows)
     # Referenced rows are not surfacing rows.
     assert surfaced_article_ids(tenant_id=tenant.id, search_id=recall_id) == {str(shown.id)}
+
+
+def _surfacing(tenant, agent_key, articles) -> None:
+    assert access_record_surfacing(
+        tenant_id=tenant.id, api_key_id=agent_key.api_key.id, search_id=uuid.uuid4(), query="q", articles=articles
+    )
+
+
+def test_a_ledger_write_of_its_own_commits_without_waiting_for_the_disk(tenant, agent_key, deploy_notes):
+    with CaptureQueriesContext(connection) as captured:
+        _surfacing(tenant, agent_key, deploy_notes[:3])
+    statements = [query["sql"] for query in captured.captured_queries]
+    relaxed = statements.index("SET LOCAL synchronous_commit TO off")
+    assert any(sql.startswith("INSERT INTO") for sql in statements[relaxed:])
+    assert ArticleAccessEvent.objects.count() == 3  # committed, and visible at once
+
+
+def test_a_ledger_write_inside_a_callers_transaction_leaves_its_commit_alone(tenant, agent_key, deploy_notes):
+    with transaction.atomic():
+        _surfacing(tenant, agent_key, deploy_notes[:3])
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)  # the caller's own writes still wait for the disk
+    assert ArticleAccessEvent.objects.count() == 3
