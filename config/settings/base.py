@@ -96,10 +96,9 @@ DATABASES = {
 DB_CONNECT_TIMEOUT_SECONDS = env_int("LOOPMEM_DB_CONNECT_TIMEOUT_SECONDS", 5)
 for _database in DATABASES.values():
     _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
-# Heavy reads send their query vectors as bound parameters: client-side binding spelled each 384-to-3072-float
-# literal into the SQL text in Python, a fifth of a knowledge search's read (py-spy, issue 20). Only the ORM and
-# set_config run on this alias, and both bind server-side as they are. No statement is prepared (Django's default).
-DATABASES["heavy_read"]["OPTIONS"]["server_side_binding"] = True
+# Heavy reads bind client-side (psycopg's default in Django). Server-side binding saved spelling the vector literal in
+# Python, but PostgreSQL then carried every row's vector through the hybrid read's sorts (spilled to disk): a
+# quota-full subject's hybrid recall went from ~56 to ~100 ms p50 (issue 20, third round; docs/performance.md).
 # Web processes only (loopmem.db_timeouts), on every alias but heavy_read: a statement of a request running longer is
 # cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
 WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
