@@ -303,14 +303,16 @@ def _nearest(
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
         heavy_read.ReadOptions(
-            ef_search=settings.HNSW_EF_SEARCH, iterative_scan=True, max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES
+            ef_search=settings.HNSW_EF_SEARCH,
+            iterative_scan=True,
+            max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES,
+            index_order=True,
         )
     )
     # Ordered by the index's cast; distances (and the re-sort) at full precision.
     ann = embedded.annotate(distance=vector_index.exact_distance(embedding.vector)).order_by(
         vector_index.ann_distance(embedding.vector)
     )[:k]
-    session.order_by_index()
     rows = sorted(session.fetch(ann), key=lambda a: (a.distance, str(a.id)))  # type: ignore[attr-defined]
     if len(rows) < k:
         exact_rows = session.fetch(_exact(embedded, embedding.vector, k))

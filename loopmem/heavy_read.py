@@ -146,6 +146,11 @@ class ReadOptions:
     ef_search: int | None = None
     iterative_scan: bool = False
     max_scan_tuples: int | None = None
+    # Prefer an index that yields the ORDER BY over scanning and sorting (enable_sort off). An ANN read means the
+    # HNSW index must answer: the planner prices sorting a few thousand rows by distance below an HNSW scan at
+    # ef_search 100 (it does not count fetching each row's TOASTed vector), then runs an exact scan 10-100x slower
+    # than the index, while `meta` would report the ANN read.
+    index_order: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,8 @@ def apply_read_options(options: ReadOptions) -> AppliedOptions:
         assignments.append(("hnsw.iterative_scan", "relaxed_order"))
         if options.max_scan_tuples is not None:
             assignments.append(("hnsw.max_scan_tuples", str(options.max_scan_tuples)))
+    if options.index_order:
+        assignments.append(("enable_sort", "off"))
     if not assignments:
         return AppliedOptions(iterative_scan="unavailable", iterative_scan_reason=ITERATIVE_SCAN_UNAVAILABLE_REASON)
     calls = ", ".join("set_config(%s, %s, true)" for _ in assignments)
@@ -401,17 +408,6 @@ class TenantScopedSession(_HeavySession):
         """The row count of any queryset over tenant rows (`.values()` and sliced ones too)."""
         assert_tenant_scoped(queryset.query, tenant_id=self._tenant_id)
         return queryset.using(HEAVY_READ_ALIAS).count()
-
-    def order_by_index(self) -> None:
-        """For the rest of this session, prefer an index that yields the ORDER BY over scanning and sorting.
-
-        An ANN read means the HNSW index must answer. The planner prices sorting a few thousand rows by
-        distance below an HNSW scan at ef_search 100 (it does not count fetching each row's TOASTed vector),
-        then runs an exact scan 10-100x slower than the index, while `meta` would report the ANN read.
-        """
-        self._enter_transaction()
-        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-            cursor.execute("SELECT set_config('enable_sort', 'off', true)")
 
 
 @contextlib.contextmanager

@@ -131,7 +131,7 @@ def test_a_tenant_session_reads_in_autocommit_until_it_asks_for_index_order(tena
         _, sent = _sent(lambda: session.count(articles))
         assert len(sent) == 1
         assert not _in_transaction()
-        session.order_by_index()
+        session.configure(ReadOptions(index_order=True))
         assert _in_transaction()
         assert _setting("enable_sort") == "off"
         session.fetch(articles)
