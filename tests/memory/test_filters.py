@@ -89,11 +89,15 @@ def corpus(agent, tenant):
         )
         Memory.objects.filter(id=memory.id).update(source=row["source"], inserted_at=row["inserted_at"])
         ids[str(memory.id)] = i
-    # Another subject holds rows matching every filter: they must never appear.
+    # Another subject holds rows matching every filter: they must never appear. Their texts differ from agent-a's:
+    # identical vectors would share one HNSW graph element, and the ANN path could miss one of agent-a's rows.
     other = Scope(tenant_id=tenant.id, subject_id="agent-b")
     for i in range(10):
         memory_remember(
-            scope=other, text=f"fact {i} about the deploy pipeline", tags=["a", "b", "c"], metadata={"lang": "py"}
+            scope=other,
+            text=f"fact {i} about the deploy pipeline, as agent b saw it",
+            tags=["a", "b", "c"],
+            metadata={"lang": "py"},
         )
     embed_pending()
     return ids
