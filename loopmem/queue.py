@@ -13,7 +13,7 @@ from typing import Any
 from celery import current_app
 from django.db import transaction
 
-from loopmem import redis_outage
+from loopmem import after_response, redis_outage
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,11 @@ def enqueue_on_commit(task_name: str, *args: Any) -> None:
 
 
 def send(task_name: str, args: tuple[Any, ...]) -> None:
+    """Send after the current request's response is out (loopmem.after_response), at once outside a request."""
+    after_response.run_or_defer(functools.partial(send_now, task_name, args))
+
+
+def send_now(task_name: str, args: tuple[Any, ...]) -> None:
     """Send now (outside any transaction), logging instead of raising when the broker is unreachable.
 
     Bounded: no publish retry, and the broker's socket timeouts (settings). While `redis_outage` knows Redis is

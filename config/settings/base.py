@@ -59,6 +59,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost: every log line of the request carries its id, and the metrics see the final status.
     "loopmem.request_id.RequestIdMiddleware",
+    # Celery publishes of the request's writes go out after its response (loopmem.after_response).
+    "loopmem.after_response.AfterResponseMiddleware",
     "loopmem.metrics_endpoint.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the vendored Swagger UI) straight from the installed apps, under gunicorn as under runserver.
