@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -242,6 +242,16 @@ class Request:
     expect: int
     score: Callable[[dict[str, Any]], float | None] | None = None  # recall@10 from the answer body
 
+    def for_target(self, target: int) -> Request:
+        """The request as sent to the `target`-th service: a write's text made its own (no duplicate rows)."""
+        if target == 0:
+            return self
+        body = dict(self.body)
+        for field_name in ("text", "content"):
+            if field_name in body:
+                body[field_name] = f"{body[field_name]} (service {target + 1})"
+        return replace(self, body=body)
+
 
 class KeptAlive:
     """One HTTP/1.1 connection a client thread keeps open (reconnecting after a failure)."""
@@ -276,7 +286,18 @@ class KeptAlive:
 
 def timed_http(base_url: str, requests: Sequence[Request], *, clients: int) -> Series:
     """`clients` threads, each on its own kept-alive connection, take the requests in order until none is left."""
-    series = Series(load_before=load_average(), workers=clients)
+    [series] = timed_http_interleaved([base_url], requests, clients=clients)
+    return series
+
+
+def timed_http_interleaved(targets: Sequence[str], requests: Sequence[Request], *, clients: int) -> list[Series]:
+    """Each request sent to every target in turn, the order rotating from one request to the next; a Series each.
+
+    With two targets (`--compare-url`) both services meet the same requests under the same machine conditions: on a
+    shared 2-core machine whose speed drifts by 2x over minutes, only an interleaved comparison says which is faster.
+    A write is sent to each target with its own text (`Request.for_target`).
+    """
+    series = [Series(load_before=load_average(), workers=clients) for _ in targets]
     lock = threading.Lock()
     cursor = iter(requests)
 
@@ -284,34 +305,43 @@ def timed_http(base_url: str, requests: Sequence[Request], *, clients: int) -> S
         with lock:
             return next(cursor, None)
 
-    def record(latency_ms: float, recall: float | None, error: str | None) -> None:
+    def record(target: int, latency_ms: float, recall: float | None, error: str | None) -> None:
         with lock:
             if error is not None:
-                series.errors += 1
-                series.error_sample = series.error_sample or error
+                series[target].errors += 1
+                series[target].error_sample = series[target].error_sample or error
                 return
-            series.latencies_ms.append(latency_ms)
+            series[target].latencies_ms.append(latency_ms)
             if recall is not None:
-                series.recalls.append(recall)
+                series[target].recalls.append(recall)
+
+    def send(connection: KeptAlive, target: int, request: Request) -> None:
+        begun = time.perf_counter()
+        try:
+            status, payload = connection.post(request.path, request.body, request.key)
+        except (http.client.HTTPException, OSError) as exc:
+            record(target, 0.0, None, f"{type(exc).__name__}: {exc}")
+            return
+        latency = (time.perf_counter() - begun) * 1000
+        if status != request.expect:
+            record(target, latency, None, f"{status} {payload[:200]!r}")
+            return
+        score = request.score(json.loads(payload)) if request.score is not None else None
+        record(target, latency, score, None)
 
     def client() -> None:
-        connection = KeptAlive(base_url)
+        connections = [KeptAlive(url) for url in targets]
         try:
+            turn = 0
             while (request := next_request()) is not None:
-                begun = time.perf_counter()
-                try:
-                    status, payload = connection.post(request.path, request.body, request.key)
-                except (http.client.HTTPException, OSError) as exc:
-                    record(0.0, None, f"{type(exc).__name__}: {exc}")
-                    continue
-                latency = (time.perf_counter() - begun) * 1000
-                if status != request.expect:
-                    record(latency, None, f"{status} {payload[:200]!r}")
-                    continue
-                score = request.score(json.loads(payload)) if request.score is not None else None
-                record(latency, score, None)
+                order = list(range(len(targets)))
+                order = order[turn % len(order) :] + order[: turn % len(order)]
+                turn += 1
+                for target in order:
+                    send(connections[target], target, request.for_target(target))
         finally:
-            connection.close()
+            for connection in connections:
+                connection.close()
 
     threads = [threading.Thread(target=client, name=f"bench-client-{n}") for n in range(clients)]
     started = time.perf_counter()
@@ -319,8 +349,10 @@ def timed_http(base_url: str, requests: Sequence[Request], *, clients: int) -> S
         thread.start()
     for thread in threads:
         thread.join()
-    series.wall_seconds = time.perf_counter() - started
-    series.load_after = load_average()
+    wall = time.perf_counter() - started
+    for one in series:
+        one.wall_seconds = wall / len(targets)  # each target had about its share of the wall time
+        one.load_after = load_average()
     return series
 
 
@@ -450,6 +482,7 @@ def write_requests(writers: Sequence[IssuedKey], *, count: int, run_id: str, tie
 @dataclass(frozen=True)
 class Plan:
     base_url: str
+    compare_url: str | None
     clients: int
     repeats: int
     writes: int
@@ -464,7 +497,8 @@ def measure(tenant: Tenant, probes: Sequence[Probe], writers: Sequence[IssuedKey
     """
     warm = [Request(MEMORY_RECALL, {"query": "warm-up", "limit": K}, p.key.raw_key, 200) for p in probes]
     warm += [Request(REMEMBER, {"text": f"warm-up {plan.run_id} {n}"}, w.raw_key, 201) for n, w in enumerate(writers)]
-    timed_http(plan.base_url, warm, clients=plan.clients)
+    targets = [plan.base_url] if plan.compare_url is None else [plan.base_url, plan.compare_url]
+    timed_http_interleaved(targets, warm, clients=plan.clients)
     figures: dict[str, Any] = {
         "bare_sql": bare_sql(probes, repeats=plan.repeats).summary(),
         "recall_by_vector": in_process(tenant, probes, repeats=plan.repeats).summary(),
@@ -477,11 +511,16 @@ def measure(tenant: Tenant, probes: Sequence[Probe], writers: Sequence[IssuedKey
         ("http_session_append", write_requests(writers, count=plan.writes, run_id=plan.run_id, tier="session")),
     ]
     for name, requests in http_series:
-        before = cache_counts(plan.base_url, plan.metrics_token)
-        series = timed_http(plan.base_url, requests, clients=plan.clients)
-        series.cache = cache_delta(before, cache_counts(plan.base_url, plan.metrics_token))
-        figures[name] = series.summary()
+        before = [cache_counts(url, plan.metrics_token) for url in targets]
+        measured = timed_http_interleaved(targets, requests, clients=plan.clients)
+        for n, (url, series) in enumerate(zip(targets, measured, strict=True)):
+            series.cache = cache_delta(before[n], cache_counts(url, plan.metrics_token))
+            figures[name if n == 0 else f"{name}{COMPARED}"] = series.summary()
     return figures
+
+
+# The key suffix of a series measured at --compare-url.
+COMPARED = "@compare"
 
 
 def goals(figures: dict[str, Any]) -> dict[str, Any]:

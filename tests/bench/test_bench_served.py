@@ -92,3 +92,26 @@ def test_every_series_answers_completely_and_the_run_cleans_up(service):
     assert not Memory.objects.filter(subject_id__startswith=WRITER_PREFIX).exists()
     assert not SessionTurn.objects.filter(subject_id__startswith=WRITER_PREFIX).exists()
     assert not ApiKey.objects.filter(name="served benchmark", revoked_at__isnull=True).exists()
+
+
+def test_a_compared_service_meets_every_request_interleaved(service):
+    """--compare-url: each HTTP series measured at both URLs (here one service twice), request by request."""
+    out = io.StringIO()
+    with loopback_embedder.running() as embedder:
+        call_command(
+            "bench_served", "--base-url", service, "--compare-url", service, "--embedder-url", embedder.url,
+            "--rows", "1200", "--subjects", "24", "--articles", "100", "--queries", "3", "--clients", "1",
+            "--writes", "4", "--metrics-token", TOKEN, "--json", stdout=out,
+        )  # fmt: skip
+    series = json.loads(out.getvalue())["series"]
+    http = [name for name in series if name.startswith("http_") and not name.endswith("@compare")]
+    assert len(http) == 5
+    for name in http:
+        twin = series[f"{name}@compare"]
+        assert twin["errors"] == 0, (name, twin["error_sample"])
+        assert twin["latency_ms"]["n"] == series[name]["latency_ms"]["n"] > 0, name
+    assert series["http_memory_recall_semantic@compare"]["recall_at_10"] == 1.0
+    # The URLs are one service (one worker): each query misses once and hits once, and both URLs read its counters.
+    for name in ("http_memory_recall_semantic", "http_memory_recall_semantic@compare"):
+        assert series[name]["query_cache"] == {"hits": 3, "misses": 3, "hit_rate": 0.5}
+    assert not Memory.objects.filter(subject_id__startswith=WRITER_PREFIX).exists()

@@ -27,6 +27,11 @@ class Command(OperatorCommand):
 
     def add_command_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="the running service")
+        parser.add_argument(
+            "--compare-url",
+            help="a second running service on the same database (e.g. the previous commit): every HTTP request goes "
+            "to both, interleaved, and each series is printed for both (goals are judged on --base-url)",
+        )
         parser.add_argument("--embedder-url", default="http://127.0.0.1:8765/v1", help="the loopback embedder")
         parser.add_argument("--rows", type=int, default=200_000, help="memories")
         parser.add_argument("--subjects", type=int, default=2_000)
@@ -56,6 +61,7 @@ class Command(OperatorCommand):
         )
         plan = served.Plan(
             base_url=options["base_url"].rstrip("/"),
+            compare_url=options["compare_url"].rstrip("/") if options["compare_url"] else None,
             clients=options["clients"],
             repeats=options["repeats"],
             writes=options["writes"],
@@ -84,6 +90,7 @@ class Command(OperatorCommand):
             "environment": _environment(),
             "plan": {
                 "base_url": plan.base_url,
+                "compare_url": plan.compare_url,
                 "embedder_url": options["embedder_url"],
                 "queries": len(probes),
                 "repeats": plan.repeats,
@@ -142,23 +149,33 @@ def render(summary: dict[str, Any]) -> str:
         f"  load before -> after",
     ]
     for key, label in LABELS:
-        s = summary["series"][key]
-        latency = s["latency_ms"] or {"p50": float("nan"), "p95": float("nan"), "p99": float("nan")}
-        recall = f"{s['recall_at_10']:.3f}" if s["recall_at_10"] is not None else "-"
-        cache = (
-            f"{s['query_cache']['hit_rate']:.1%}"
-            if s["query_cache"] and s["query_cache"]["hit_rate"] is not None
-            else "-"
-        )
-        lines.append(
-            f"{label:<42}{latency['p50']:>8.2f}{latency['p95']:>8.2f}{latency['p99']:>8.2f}"
-            f"{s['throughput_per_s'] or 0:>8.1f}{s['errors']:>5}{recall:>7}{cache:>10}"
-            f"  {s['load_average_before']} -> {s['load_average_after']}"
-        )
-        if s["error_sample"]:
-            lines.append(f"    first error: {s['error_sample']}")
+        lines += _row(label, summary["series"][key])
+        compared = summary["series"].get(f"{key}{served.COMPARED}")
+        if compared is not None:
+            lines += _row(f"  the same at {plan['compare_url']}", compared)
+    if plan["compare_url"]:
+        lines += [
+            "",
+            f"HTTP series interleaved request by request between {plan['base_url']} and {plan['compare_url']}",
+        ]
     verdicts = ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in summary["goals"].items())
     lines += ["", f"latencies in ms; goals: {verdicts}"]
     if not any(summary["series"][k]["query_cache"] for k, _ in LABELS):
         lines.append("query-cache hit rate: set LOOPMEM_METRICS_TOKEN for the service and this command")
     return "\n".join(lines)
+
+
+def _row(label: str, s: dict[str, Any]) -> list[str]:
+    latency = s["latency_ms"] or {"p50": float("nan"), "p95": float("nan"), "p99": float("nan")}
+    recall = f"{s['recall_at_10']:.3f}" if s["recall_at_10"] is not None else "-"
+    cache = (
+        f"{s['query_cache']['hit_rate']:.1%}" if s["query_cache"] and s["query_cache"]["hit_rate"] is not None else "-"
+    )
+    lines = [
+        f"{label:<42}{latency['p50']:>8.2f}{latency['p95']:>8.2f}{latency['p99']:>8.2f}"
+        f"{s['throughput_per_s'] or 0:>8.1f}{s['errors']:>5}{recall:>7}{cache:>10}"
+        f"  {s['load_average_before']} -> {s['load_average_after']}"
+    ]
+    if s["error_sample"]:
+        lines.append(f"    first error: {s['error_sample']}")
+    return lines
