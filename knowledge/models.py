@@ -65,8 +65,9 @@ class ArticleQuerySet(models.QuerySet["Article"]):
         return self.filter(vector_index.same_dimensions(dimensions), embedding__isnull=False, embedding_model=model_id)
 
     def summaries(self) -> ArticleQuerySet:
-        """Without the heavy columns: no vector, no search vector, and the body only as a 300-char snippet."""
-        return self.defer("embedding", "search_vector", "body").annotate(snippet=Left("body", 300))
+        """Without the heavy columns: no vector (nor a reembed's pending one), no search vector, and the body only as
+        a 300-char snippet."""
+        return self.defer("embedding", "pending_embedding", "search_vector", "body").annotate(snippet=Left("body", 300))
 
     def newest_first(self) -> ArticleQuerySet:
         return self.order_by("-inserted_at", "-id")

@@ -68,3 +68,13 @@ def test_without_vectors_the_search_reads_none(tenant):
     ArticleFactory.create(tenant=tenant, title="runbook", embedding=stored([1.0]), embedding_model="hashing:v1")
     result = knowledge_search(viewer=Viewer(tenant_id=tenant.id, subject_id=READER), query="runbook", mode="keyword")
     assert [hasattr(hit.article, "vector_bytes") for hit in result.hits] == [False]
+
+
+def test_search_rows_never_load_a_stored_vector_as_text(tenant):
+    """Vectors travel as `vector_bytes` only when asked; the columns themselves (a reembed's pending one too) are never
+    loaded: pgvector's field parses their text one float at a time."""
+    ArticleFactory.create(
+        tenant=tenant, title="runbook", embedding=stored([1.0]), pending_embedding=stored([0.5]), embedding_model="x"
+    )
+    [article] = searched(tenant)
+    assert {"embedding", "pending_embedding", "search_vector", "body"} <= article.get_deferred_fields()
