@@ -79,7 +79,13 @@ class _Sentinels:
 
     def spelled(self) -> list[str]:
         """How each sentinel would look inlined in SQL text."""
-        spelled = [self.scope.subject_id, self.model_id, self.scope.tenant_id.hex, str(self.scope.tenant_id)]
+        spelled = [
+            self.scope.subject_id,
+            self.model_id,
+            self.scope.tenant_id.hex,
+            str(self.scope.tenant_id),
+            vector_text(self.vector),
+        ]
         if self.scope.project_id is not None:
             spelled += [self.scope.project_id.hex, str(self.scope.project_id)]
         return spelled
@@ -105,8 +111,10 @@ class PreparedRead(Generic[M]):
         self.sql: str = sql
         self._params: list[Any] = list(params)
         self._slots: list[str | None] = [sentinels.slot_of(value) for value in params]
-        if _TENANT not in self._slots or _SUBJECT not in self._slots:
-            raise UnpreparableRead("the compiled read binds no tenant or no subject parameter")
+        # A value the build used but no parameter carries would run as its sentinel: refuse the shape instead.
+        unbound = {_TENANT, _SUBJECT, _MODEL, _VECTOR, *([_PROJECT] if with_project else [])} - set(self._slots)
+        if unbound:
+            raise UnpreparableRead(f"the compiled read binds no parameter for: {sorted(unbound)}")
         self._with_project = with_project
         self._model: type[M] = queryset.model
         self._compiler = compiler

@@ -147,3 +147,12 @@ def test_recall_by_vector_prepares_unfiltered_reads_once_per_shape(tenant):
     assert all(len(hits) == k for hits in answers)
     other = Scope(tenant_id=tenant.id, subject_id=f"agent-{uuid.uuid4().hex[:6]}")
     assert selectors.recall_by_vector(scope=other, vector=_vector(rng), model_id=MODEL, k=k).hits == []
+
+
+def test_a_shape_that_leaves_a_value_unbound_is_never_prepared(tenant):
+    # Scoped, but the query vector is never used: a reuse would not notice a missing slot, so the shape is refused.
+    def vectorless(scope: Scope, vector: list[float], model_id: str):
+        return Memory.objects.for_scope(scope).filter(embedding_model=model_id)
+
+    with pytest.raises(UnpreparableRead, match="vector"):
+        PreparedRead(vectorless, dimensions=DIMENSIONS, with_project=False)
