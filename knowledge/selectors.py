@@ -96,25 +96,27 @@ class ArticleVector:
     content_hash: str | None
 
 
-def carried_diversity_vectors(
-    articles: Sequence[Article], model_id: str | None = None
+def article_diversity_vectors(
+    *, viewer: Viewer, article_ids: Sequence[uuid.UUID], model_id: str | None = None
 ) -> dict[uuid.UUID, ArticleVector]:
-    """Vectors and content hashes of articles a `knowledge_search(with_vectors=True)` returned, for the merged
-    recall's diversity selection: the search's own rows carry them, so no second read is made (it cost a round trip
-    and a compiled query, ~2 ms of a merged recall).
+    """Vectors and content hashes of visible articles, for the merged recall's diversity selection.
 
     With `model_id`, a vector of another model is withheld (None): vectors of different models are never
     compared, and a candidate without a vector is never dropped by the selector.
     """
-    found = {}
-    for article in articles:
-        raw = article.vector_bytes  # type: ignore[attr-defined]  # annotated by knowledge_search(with_vectors=True)
-        model = article.embedding_model
-        usable = raw is not None and (model_id is None or model == model_id)
-        found[article.id] = ArticleVector(
-            vector=vector_from_send(raw) if usable else None, content_hash=article.embedding_content_hash
+    rows = (
+        Article.objects.visible_to(viewer)
+        .filter(id__in=list(article_ids))
+        .annotate(vector_bytes=VectorSend("embedding"))
+        .values_list("id", "vector_bytes", "embedding_model", "embedding_content_hash")
+    )
+    return {
+        article_id: ArticleVector(
+            vector=None if raw is None or (model_id is not None and model != model_id) else vector_from_send(raw),
+            content_hash=digest,
         )
-    return found
+        for article_id, raw, model, digest in rows
+    }
 
 
 # --- search --------------------------------------------------------------------------------------------
@@ -169,7 +171,6 @@ def knowledge_search(
     offset: int = 0,
     status: str = Article.Status.PUBLISHED,
     search_id: uuid.UUID | None = None,
-    with_vectors: bool = False,
 ) -> SearchResult:
     """Search the articles the viewer may see: keyword (full text), semantic (kNN) or both fused by RRF.
 
@@ -177,8 +178,7 @@ def knowledge_search(
     memory half of a merged recall), the failure it raised, or None to embed here when a mode needs it.
     Without an embedding `semantic` raises EmbeddingUnavailable (503) and `combined` degrades to the
     keyword lane with `fallback` and the failure's reason tag. `project_id` reads the global articles plus
-    that project's. Raises HeavyReadOverloaded when the tenant's heavy reads are saturated. `with_vectors`: every
-    hit's article carries its stored vector as `vector_bytes` (`carried_diversity_vectors` reads them).
+    that project's. Raises HeavyReadOverloaded when the tenant's heavy reads are saturated.
     """
     limit = clamp(limit, 1, MAX_SEARCH_LIMIT)
     offset = max(offset, 0)
@@ -198,8 +198,6 @@ def knowledge_search(
             query_embedding = embedding
 
     candidates = _search_candidates(viewer, project_id=project_id, category=category, tags=tags, status=status)
-    if with_vectors:
-        candidates = candidates.annotate(vector_bytes=VectorSend("embedding"))
     keyword_rows: list[Article] = []
     semantic_rows: list[Article] = []
     with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:

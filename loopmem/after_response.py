@@ -6,8 +6,9 @@ rest of the request for the same cores. Inside a request, publishes queue here a
 Django's `request_finished`, which a WSGI server sends after writing the response, so the client already has its
 answer. Outside a request (Celery tasks, commands, tests calling services) they go at once.
 
-Nothing new can be lost: a process that dies between the response and the publish loses the publish, as a broker
-outage would, and every task has a sweep that finds the rows it would have handled (loopmem.queue).
+A process that dies between the response and the publish loses the publish, as a broker outage would. A task enqueued
+on commit has a sweep that finds the rows it would have handled (loopmem.queue); the recall-count bump has none, and a
+lost bump is a recall that does not count towards graduation, as when the broker is down.
 """
 
 from __future__ import annotations

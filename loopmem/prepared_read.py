@@ -115,10 +115,12 @@ class PreparedRead(Generic[M]):
         unbound = {_TENANT, _SUBJECT, _MODEL, _VECTOR, *([_PROJECT] if with_project else [])} - set(self._slots)
         if unbound:
             raise UnpreparableRead(f"the compiled read binds no parameter for: {sorted(unbound)}")
+        if compiler.klass_info.get("related_klass_infos"):
+            raise UnpreparableRead("select_related rows would be dropped (and loaded lazily, outside the guard)")
         self._with_project = with_project
         self._model: type[M] = queryset.model
-        self._compiler = compiler
         selected = compiler.select[: compiler.col_count]
+        # Position -> (converters, expression): the compiler's own, applied with the running thread's connection.
         self._converters = compiler.get_converters([column for column, _, _ in selected])
         fields = compiler.klass_info["select_fields"]
         self._fields = slice(fields[0], fields[-1] + 1)
@@ -145,11 +147,14 @@ class PreparedRead(Generic[M]):
     ) -> list[M]:
         """The rows of this shape in the session's scope, for this project, vector and model."""
         params = self.bind(session, project_id=project_id, vector=vector, model_id=model_id)
-        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+        connection = connections[HEAVY_READ_ALIAS]
+        with connection.cursor() as cursor:
             cursor.execute(self.sql, params)
-            rows: list[Any] = cursor.fetchall()
-        if self._converters:
-            rows = list(self._compiler.apply_converters(rows, self._converters))
+            rows = [list(row) for row in cursor.fetchall()]
+        for row in rows:
+            for position, (converters, expression) in self._converters.items():
+                for convert in converters:
+                    row[position] = convert(row[position], expression, connection)
         return [self._instance(row) for row in rows]
 
     def _instance(self, row: Sequence[Any]) -> M:
@@ -160,7 +165,10 @@ class PreparedRead(Generic[M]):
 
 
 class PreparedReads(Generic[M]):
-    """The prepared shapes of one read, made on first use (a handful per process: sizes, k and flags)."""
+    """The prepared shapes of one read, made on first use. A caller's k is part of a shape, so the count is bounded:
+    past MAX_SHAPES the oldest shape is dropped (it is prepared again if asked for)."""
+
+    MAX_SHAPES = 256
 
     def __init__(self) -> None:
         self._shapes: dict[Hashable, PreparedRead[M]] = {}
@@ -172,5 +180,8 @@ class PreparedReads(Generic[M]):
             with self._lock:
                 found = self._shapes.get(shape)
                 if found is None:
-                    found = self._shapes[shape] = PreparedRead(build, dimensions=dimensions, with_project=with_project)
+                    found = PreparedRead(build, dimensions=dimensions, with_project=with_project)
+                    if len(self._shapes) >= self.MAX_SHAPES:
+                        del self._shapes[next(iter(self._shapes))]
+                    self._shapes[shape] = found
         return found

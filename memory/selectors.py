@@ -215,6 +215,9 @@ class _VectorRead:
     def _read(self, shape: tuple[Any, ...], build: Builder[Memory]) -> list[Memory]:
         if self.filters is not None and not self.filters.is_empty:
             return self.session.fetch(build(self.scope, self.vector, self.model_id))
+        if (self.session.tenant_id, self.session.subject_id) != (self.scope.tenant_id, self.scope.subject_id):
+            # A prepared read binds the session's scope; the ORM path's guard would refuse this mismatch, so does this.
+            raise heavy_read.UnscopedHeavyRead("heavy read refused: the session belongs to another scope")
         with_project = self.scope.project_id is not None
         prepared = _prepared_reads.get(
             (*shape, len(self.vector), self.include_superseded, with_project),

@@ -156,3 +156,28 @@ def test_a_shape_that_leaves_a_value_unbound_is_never_prepared(tenant):
 
     with pytest.raises(UnpreparableRead, match="vector"):
         PreparedRead(vectorless, dimensions=DIMENSIONS, with_project=False)
+
+
+def test_a_shape_with_related_rows_is_never_prepared(tenant):
+    def with_project_row(scope: Scope, vector: list[float], model_id: str):
+        candidates = selectors._candidates(scope, model_id, len(vector), include_superseded=False)
+        return selectors._exact(scope, candidates, vector, 5, 5).select_related("project")
+
+    with pytest.raises(UnpreparableRead, match="select_related"):
+        PreparedRead(with_project_row, dimensions=DIMENSIONS, with_project=False)
+
+
+def test_recall_in_a_session_of_another_scope_is_refused(tenant):
+    rng = random.Random(23)
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-b"), 3, rng)
+    with (
+        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-b") as session,
+        pytest.raises(UnscopedHeavyRead),
+    ):
+        selectors.recall_by_vector(
+            scope=Scope(tenant_id=tenant.id, subject_id="agent-a"),
+            vector=_vector(rng),
+            model_id=MODEL,
+            k=3,
+            session=session,
+        )

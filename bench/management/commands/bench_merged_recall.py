@@ -70,7 +70,7 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("recall.services", "memory_note_recalled", "recall bump (Redis cooldown, enqueue)"),
     ("recall.services", "knowledge_search", "knowledge half (combined search)"),
     ("recall.history", "shown_ids", "containment read (Redis)"),
-    ("recall.services", "carried_diversity_vectors", "diversity vectors (carried by the search's rows)"),
+    ("recall.services", "article_diversity_vectors", "diversity vectors (SQL)"),
     ("recall.services", "select", "diversity selection (MMR)"),
     ("knowledge.ledger", "access_record_surfacing", "ledger write"),
     ("recall.history", "mark_shown", "history write (Redis)"),
