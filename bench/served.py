@@ -41,6 +41,7 @@ from knowledge.models import Article
 from loopmem import embeddings
 from loopmem.heavy_read import HEAVY_READ_ALIAS
 from loopmem.models import ApiKey, Tenant
+from loopmem.postgres_backend.plain import plain_connection_params
 from loopmem.scope import Scope
 from loopmem.services import IssuedKey, api_key_create, api_key_revoke, tenant_create, tenant_set_provider
 from memory.models import Memory, SessionTurn
@@ -330,7 +331,7 @@ def timed_http_interleaved(targets: Sequence[str], requests: Sequence[Request], 
         record(target, latency, score, None)
 
     def client() -> None:
-        connections = [KeptAlive(url) for url in targets]
+        kept_alive = [KeptAlive(url) for url in targets]
         try:
             turn = 0
             while (request := next_request()) is not None:
@@ -338,9 +339,9 @@ def timed_http_interleaved(targets: Sequence[str], requests: Sequence[Request], 
                 order = order[turn % len(order) :] + order[: turn % len(order)]
                 turn += 1
                 for target in order:
-                    send(connections[target], target, request.for_target(target))
+                    send(kept_alive[target], target, request.for_target(target))
         finally:
-            for connection in connections:
+            for connection in kept_alive:
                 connection.close()
 
     threads = [threading.Thread(target=client, name=f"bench-client-{n}") for n in range(clients)]
@@ -395,7 +396,7 @@ def cache_delta(before: dict[str, float] | None, after: dict[str, float] | None)
 
 def bare_sql(probes: Sequence[Probe], *, repeats: int) -> Series:
     """The captured exact-read statement on a plain psycopg connection (autocommit, no ORM, no transaction)."""
-    with psycopg.connect(**_plain_connection_params(), autocommit=True) as conn:
+    with psycopg.connect(**plain_connection_params(HEAVY_READ_ALIAS), autocommit=True) as conn:
 
         def call(probe: Probe) -> Callable[[], float | None]:
             def run() -> float | None:
@@ -409,19 +410,6 @@ def bare_sql(probes: Sequence[Probe], *, repeats: int) -> Series:
         for probe in probes[:5]:
             call(probe)()
         return timed_sequential([call(p) for p in probes] * repeats)
-
-
-def _plain_connection_params() -> dict[str, Any]:
-    """Where the heavy-read alias connects (its test database under pytest), for a psycopg connection of our own."""
-    db = connections[HEAVY_READ_ALIAS].settings_dict
-    params = {
-        "dbname": db["NAME"],
-        "user": db["USER"],
-        "password": db["PASSWORD"],
-        "host": db["HOST"] or db["OPTIONS"].get("host"),
-        "port": db["PORT"] or None,
-    }
-    return {name: value for name, value in params.items() if value}
 
 
 def in_process(tenant: Tenant, probes: Sequence[Probe], *, repeats: int) -> Series:

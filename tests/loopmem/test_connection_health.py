@@ -16,6 +16,7 @@ import pytest
 from django.db import DatabaseError, close_old_connections, connections, transaction
 
 from loopmem.heavy_read import HEAVY_READ_ALIAS
+from loopmem.postgres_backend.plain import plain_connection_params
 from tests.memory.conftest import embed_pending, remember
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", HEAVY_READ_ALIAS])
@@ -26,15 +27,7 @@ MARKER = "SELECT 'health-check marker'"
 @pytest.fixture
 def observer() -> Iterator[psycopg.Connection[Any]]:
     """A plain connection of our own to the test database, beside Django's, to watch and terminate its backends."""
-    db = connections["default"].settings_dict
-    params = {
-        "dbname": db["NAME"],
-        "user": db["USER"],
-        "password": db["PASSWORD"],
-        "host": db["HOST"] or db["OPTIONS"].get("host"),
-        "port": db["PORT"] or None,
-    }
-    with psycopg.connect(autocommit=True, **{k: v for k, v in params.items() if v}) as conn:
+    with psycopg.connect(autocommit=True, **plain_connection_params("default")) as conn:
         yield conn
 
 

@@ -44,12 +44,7 @@ def test_a_large_subject_reads_through_hnsw_with_iterative_scan(agent, twenty):
 def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(agent, tenant, twenty, monkeypatch):
     # Dilution: 1,000 rows of another subject sit nearer the query than any of ours. HNSW with a 50-tuple
     # scan budget then finds too few of ours, and the verified fill must notice and read exactly.
-    [near] = embeddings.HashingEmbedder().embed(["fact"])
-    Memory.objects.bulk_create(
-        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
-               embedding_model="hashing:v1", embedding_content_hash="x")
-        for _ in range(1000)
-    )  # fmt: skip
+    _foreign_rows(tenant, near_to="fact", count=1000)
     configure = heavy_read.ScopedSession.configure
 
     def index_only(self, options):
@@ -99,12 +94,7 @@ def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
     agent, tenant, twenty, monkeypatch, include_superseded
 ):
     # Another subject's rows nearer the query than any of ours: the inner read must stay inside the scope.
-    [near] = embeddings.HashingEmbedder().embed(["fact 1 about topic 1"])
-    Memory.objects.bulk_create(
-        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
-               embedding_model="hashing:v1", embedding_content_hash="x")
-        for _ in range(30)
-    )  # fmt: skip
+    _foreign_rows(tenant, near_to="fact 1 about topic 1", count=30)
     [vector] = embeddings.HashingEmbedder().embed(["topic 1"])
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
 
@@ -121,3 +111,13 @@ def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
     assert len(two_steps) == 7
     foreign = {str(memory_id) for memory_id in Memory.objects.filter(subject_id="agent-z").values_list("id", flat=True)}
     assert foreign.isdisjoint(memory_id for memory_id, _ in two_steps)
+
+
+def _foreign_rows(tenant, *, near_to: str, count: int) -> None:
+    """`count` rows of another subject (agent-z), each embedded as `near_to`: nearer the query than ours."""
+    [near] = embeddings.HashingEmbedder().embed([near_to])
+    Memory.objects.bulk_create(
+        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
+               embedding_model="hashing:v1", embedding_content_hash="x")
+        for _ in range(count)
+    )  # fmt: skip
