@@ -299,7 +299,7 @@ def crowded(tenant):
 def test_a_filtered_guarded_read_still_starts_from_the_subject_scope(tenant, crowded, filters):
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     plan = _plan_of_recall(scope, filters)
-    assert "memories_tenant_subject_idx" in plan, plan
+    assert "memories_subject_cover_idx" in plan, plan
     assert re.search(r"Index Cond: \(\(tenant_id = .*\) AND \(\(subject_id\)::text = 'agent-a'", plan), plan
     # And the filtered read is exact and complete among agent-a's matching rows.
     found = selectors.recall_by_vector(scope=scope, vector=_vector(), model_id="hashing:v1", k=100, filters=filters)
