@@ -9,7 +9,7 @@ from celery.schedules import crontab
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from loopmem import request_id, schedules, worker_metrics
+from loopmem import request_id, schedules, worker_connections, worker_metrics
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 
@@ -77,10 +77,13 @@ def _follow_interval_settings(setting: str, **_: Any) -> None:
         app.conf.beat_schedule = beat_schedule()
 
 
-# The request id travels in a message header and is bound around each task; workers count their tasks.
+# The request id travels in a message header and is bound around each task; a task keeps or closes its database
+# connections by the rules of a web request; workers count their tasks.
 signals.before_task_publish.connect(request_id.stamp_outgoing_task, weak=False)
 signals.task_prerun.connect(request_id.bind_task_request_id, weak=False)
 signals.task_postrun.connect(request_id.unbind_task_request_id, weak=False)
+signals.task_prerun.connect(worker_connections.around_task, weak=False)
+signals.task_postrun.connect(worker_connections.around_task, weak=False)
 signals.task_prerun.connect(worker_metrics.task_started, weak=False)
 signals.task_postrun.connect(worker_metrics.task_finished, weak=False)
 signals.worker_init.connect(worker_metrics.serve_worker_metrics, weak=False)

@@ -142,6 +142,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup would close every database connection around every task; with a reuse maximum it closes them
+# only every that many tasks, and loopmem.worker_connections applies Django's own CONN_MAX_AGE and health checks.
+CELERY_DB_REUSE_MAX = 10_000
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Longer than any task runs or waits on a countdown (redelivery before that would run a task twice).
 CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int("LOOPMEM_CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600)
