@@ -20,12 +20,8 @@ class _Task:
 
     name = "memory.tasks.embed_memory_task"
 
-    def __init__(self, *, eager: bool) -> None:
+    def __init__(self, *, eager: bool = False) -> None:
         self.request = SimpleNamespace(is_eager=eager)
-
-
-def _task(*, eager: bool = False) -> _Task:
-    return _Task(eager=eager)
 
 
 def _open_session() -> object:
@@ -38,30 +34,30 @@ def _run_task_signals(task: _Task) -> None:
     signals.task_postrun.send(sender=task, task_id="t-1", task=task, args=(), kwargs={}, retval=None, state="SUCCESS")
 
 
-def test_celerys_fixup_no_longer_closes_the_connection_around_each_task():
+def test_celerys_fixup_no_longer_closes_the_connection_around_each_Task():
     fixup = DjangoWorkerFixup(app)
     session = _open_session()
     for _ in range(5):  # prerun and postrun of five tasks
-        fixup.on_task_prerun(sender=_task())
-        fixup.on_task_postrun(sender=_task())
+        fixup.on_task_prerun(sender=_Task())
+        fixup.on_task_postrun(sender=_Task())
     assert connection.connection is session
 
 
 def test_a_task_keeps_a_fresh_connection():
     session = _open_session()
-    _run_task_signals(_task())
+    _run_task_signals(_Task())
     assert connection.connection is session
 
 
 def test_a_task_closes_a_connection_past_conn_max_age():
     _open_session()
     connection.close_at = time.monotonic() - 1
-    _run_task_signals(_task())
+    _run_task_signals(_Task())
     assert connection.connection is None
 
 
 def test_an_eager_task_leaves_its_callers_connection_alone():
     session = _open_session()
     connection.close_at = time.monotonic() - 1
-    _run_task_signals(_task(eager=True))
+    _run_task_signals(_Task(eager=True))
     assert connection.connection is session

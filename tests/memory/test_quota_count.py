@@ -20,8 +20,8 @@ def crowded(tenant):
         for n in range(20)
     ]
     Memory.objects.bulk_create(rows, batch_size=1000)
-    newest = Memory.objects.filter(tenant=tenant, subject_id="agent-a").order_by("id")
-    Memory.objects.filter(pk__in=[row.pk for row in newest[:5]]).update(superseded_by=newest.last())
+    agent_a = Memory.objects.filter(tenant=tenant, subject_id="agent-a").order_by("id")
+    Memory.objects.filter(pk__in=[row.pk for row in agent_a[:5]]).update(superseded_by=agent_a.last())
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories")
 
