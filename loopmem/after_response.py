@@ -27,12 +27,12 @@ logger = logging.getLogger(__name__)
 _requests = threading.local()
 
 
-def run_or_defer(call: Callable[[], None]) -> None:
+def run_or_defer(call: Callable[[], object]) -> None:
     """`call()` after the current request's response is sent; at once outside a request.
 
     The call runs in a copy of the current context (the request id stays bound for its log lines and task headers).
     """
-    pending: list[tuple[contextvars.Context, Callable[[], None]]] | None = getattr(_requests, "pending", None)
+    pending: list[tuple[contextvars.Context, Callable[[], object]]] | None = getattr(_requests, "pending", None)
     if pending is None:
         call()
         return

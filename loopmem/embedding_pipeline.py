@@ -9,6 +9,7 @@ is retried row by row and only the refused rows are left for later.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -16,11 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
+from celery.exceptions import Retry
 from django.db import connection, models, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from loopmem import embeddings
+from loopmem import embedding_queue, embeddings, redis_outage
 from loopmem.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -209,6 +211,65 @@ def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> st
             return failure.tag
         countdown = failure.retry_after or 2 ** (task.request.retries + 2)
         raise task.retry(exc=failure, countdown=countdown) from failure
+
+
+def drain_queue(table: EmbeddedTable[M], task: Any, tenant_id: str) -> BackfillReport:
+    """The body of a drain task (loopmem.embedding_queue): embed the tenant's queued rows, `BATCH_SIZE` per provider
+    call, until the queue is empty.
+
+    A batch the provider refuses (400/413/422) is retried row by row, as in a backfill. A transient failure retries
+    the task with backoff, keeping its claim; a permanent one, or the last retry, drops the tenant's queue (the
+    sweep embeds those rows later: with a failing provider the rest would fail too).
+    """
+    what = table.model._meta.db_table
+    claim_id = task.request.id or f"direct-{uuid.uuid4()}"
+    try:
+        return _drain(table, task, tenant_id, what, claim_id)
+    except Retry:
+        raise
+    except Exception:
+        # Unexpected (the database, Redis): the next write must schedule a drain rather than wait for the flag's
+        # expiry; the rows of this drain are the sweep's. A killed worker never gets here: its claim is redelivered.
+        with contextlib.suppress(*redis_outage.REDIS_ERRORS):
+            embedding_queue.abandon(what, tenant_id, claim_id)
+        raise
+
+
+def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_id: str) -> BackfillReport:
+    report = BackfillReport()
+    tenant = Tenant.objects.filter(id=tenant_id).first()
+    if tenant is None:
+        embedding_queue.abandon(what, tenant_id, claim_id)
+        return report
+
+    def embed(texts: Sequence[str]) -> tuple[list[list[float]], str]:
+        return embeddings.embed_texts(tenant, texts)
+
+    while ids := embedding_queue.claim(what, tenant_id, claim_id, BATCH_SIZE):
+        # Rows of this tenant only, still lacking a current vector (a redelivered claim may be half done).
+        rows = list(table.stale(tenant).filter(id__in=ids).only("id", *table.text_fields))
+        rows.sort(key=lambda row: ids.index(str(row.pk)))  # in the order they were written
+        if not rows:
+            embedding_queue.release(what, tenant_id, claim_id)
+            continue
+        try:
+            report.embedded += _embed(embed, rows, table.text_of, table.store)
+        except embeddings.EmbeddingFailure as failure:
+            if _refuses_the_text(failure):
+                single = embed_in_batches(tenant, [[row] for row in rows], text_of=table.text_of, store=table.store)
+                report.embedded += single.embedded
+                for tag, count in single.failures.items():
+                    report.add_failure(tag, count)
+            elif embeddings.is_transient(failure) and task.request.retries < task.max_retries:
+                countdown = failure.retry_after or 2 ** (task.request.retries + 2)
+                raise task.retry(exc=failure, countdown=countdown) from failure
+            else:
+                embedding_queue.abandon(what, tenant_id, claim_id)
+                report.add_failure(failure.tag, len(rows))
+                logger.info("%s of tenant %s not embedded (%s); the sweep retries", what, tenant_id, failure.tag)
+                return report
+        embedding_queue.release(what, tenant_id, claim_id)
+    return report
 
 
 # --- Reembed: a tenant moves to another model with no moment when recall compares nothing -------------------

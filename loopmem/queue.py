@@ -32,19 +32,22 @@ def send(task_name: str, args: tuple[Any, ...]) -> None:
     after_response.run_or_defer(functools.partial(send_now, task_name, args))
 
 
-def send_now(task_name: str, args: tuple[Any, ...]) -> None:
-    """Send now (outside any transaction), logging instead of raising when the broker is unreachable.
+def send_now(task_name: str, args: tuple[Any, ...]) -> bool:
+    """Send now (outside any transaction), logging instead of raising when the broker is unreachable; True if sent.
 
     Bounded: no publish retry, and the broker's socket timeouts (settings). While `redis_outage` knows Redis is
     down the send is skipped outright, so the write's answer never waits on a hung broker more than once.
     """
     if redis_outage.is_down():
         logger.warning("redis down, not enqueueing %s%r; its sweep will pick it up", task_name, args)
-        return
+        return False
     try:
         current_app.send_task(task_name, args=args, retry=False)
     except redis_outage.REDIS_ERRORS as exc:
         redis_outage.record_failure("celery publish", exc)
         logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args)
+        return False
     except Exception:
         logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args, exc_info=True)
+        return False
+    return True

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from loopmem import embeddings
+from loopmem import embedding_queue, embeddings
 from loopmem.audit import Actor, Removed, audit_record
 from loopmem.embedding_pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
@@ -33,7 +33,7 @@ from loopmem.errors import (
 from loopmem.heavy_read import redis_client
 from loopmem.models import DeletionAudit
 from loopmem.params import path_id
-from loopmem.queue import enqueue_on_commit, send
+from loopmem.queue import send
 from loopmem.scope import Scope
 from loopmem.secret_policy import SecretReport, apply_secret_policy
 from memory.models import Memory, MemoryQuerySet, SessionTurn
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 # The advisory lock class of the per-subject quota; the second key is the (tenant, subject) hash.
 EMBED_MEMORY_TASK = "memory.tasks.embed_memory_task"
+EMBED_PENDING_MEMORIES_TASK = "memory.tasks.embed_pending_memories_task"
 BUMP_RECALL_COUNTS_TASK = "memory.tasks.bump_recall_counts_task"
 _QUOTA_LOCK_CLASS = zlib.crc32(b"loopmem_memory_long_term_quota") - 2**31
 
@@ -114,7 +115,7 @@ def _insert_memory(
         source_session_id=source_session_id,
         import_key=import_key,
     )
-    enqueue_on_commit(EMBED_MEMORY_TASK, str(memory.id))
+    embedding_queue.enqueue_on_commit(Memory._meta.db_table, EMBED_PENDING_MEMORIES_TASK, scope.tenant_id, memory.id)
     return memory
 
 

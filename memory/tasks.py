@@ -8,7 +8,7 @@ import uuid
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from loopmem.embedding_pipeline import embed_one_with_retries, sweep
+from loopmem.embedding_pipeline import drain_queue, embed_one_with_retries, sweep
 from memory import graduation, services
 from memory.promotion import evaluation
 from memory.promotion import jobs as promotion
@@ -20,8 +20,18 @@ EMBED_MAX_RETRIES = 4
 
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_memory_task(self: DjangoTask, memory_id: str) -> str:
-    """Embed one memory; transient provider failures retry with backoff, permanent ones wait for the sweep."""
+    """Embed one memory; transient provider failures retry with backoff, permanent ones wait for the sweep.
+
+    Writes queue their rows for `embed_pending_memories_task` instead; this stays for messages already queued
+    by an older release, and for operators embedding one row."""
     return embed_one_with_retries(self, f"memory {memory_id}", lambda: services.memory_embed(memory_id=memory_id))
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
+def embed_pending_memories_task(self: DjangoTask, tenant_id: str) -> dict[str, object]:
+    """Embed the tenant's queued memories in provider batches (loopmem.embedding_queue); one task per burst of
+    writes, not per write."""
+    return drain_queue(services.MEMORY_EMBEDDINGS, self, tenant_id).as_dict()
 
 
 @shared_task(base=DjangoTask)

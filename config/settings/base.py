@@ -155,7 +155,7 @@ CELERY_QUEUE_NAMES = ("embedding", "promotion", "sweeps", "default")
 CELERY_TASK_QUEUES = [Queue(name) for name in CELERY_QUEUE_NAMES]  # type: ignore[no-untyped-call]
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
-    "*.embed_*_task": {"queue": "embedding"},  # one row's vector, right after its write
+    "*.embed_*_task": {"queue": "embedding"},  # vectors of fresh writes (a row, or a tenant's queued rows)
     "memory.tasks.promote_session_task": {"queue": "promotion"},  # an LLM compile per session
     "memory.tasks.promotion_eval_task": {"queue": "promotion"},
     "*_sweep_task": {"queue": "sweeps"},  # the periodic passes over every tenant

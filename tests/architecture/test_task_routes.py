@@ -8,6 +8,7 @@ from django.conf import settings
 
 EXPECTED = {
     "memory.tasks.embed_memory_task": "embedding",
+    "memory.tasks.embed_pending_memories_task": "embedding",
     "knowledge.tasks.embed_article_task": "embedding",
     "memory.tasks.promote_session_task": "promotion",
     "memory.tasks.promotion_eval_task": "promotion",

@@ -12,6 +12,8 @@ from django.test import RequestFactory
 
 from loopmem import after_response, queue, request_id
 from loopmem.after_response import AfterResponseMiddleware
+from loopmem.embedding_queue import Keys
+from loopmem.heavy_read import redis_client
 
 TASK = "memory.tasks.embed_memory_task"
 
@@ -88,7 +90,9 @@ def test_work_a_request_left_unsent_goes_out_with_the_next_request(published):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_remember_through_the_api_publishes_its_embedding_after_answering(agent, sent_tasks):
+def test_a_remember_through_the_api_queues_its_embedding_after_answering(agent, tenant, sent_tasks):
     response = agent.post("/api/v1/memory", {"text": "deploys go out on Tuesdays"}, format="json")
     assert response.status_code == 201
-    assert sent_tasks == [(TASK, (response.json()["data"]["id"],))]
+    assert sent_tasks == [("memory.tasks.embed_pending_memories_task", (str(tenant.id),))]
+    pending = redis_client().lrange(Keys("memories", tenant.id).pending, 0, -1)
+    assert pending == [response.json()["data"]["id"].encode()]

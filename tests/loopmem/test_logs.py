@@ -95,7 +95,7 @@ def test_a_task_enqueued_by_a_request_carries_its_id(agent):
         with current_app.connection_for_write() as connection:
             raw = connection.default_channel.client.lrange("embedding", 0, -1)
         messages = [json.loads(item) for item in raw]
-        [message] = [m for m in messages if m["headers"]["task"] == "memory.tasks.embed_memory_task"]
+        [message] = [m for m in messages if m["headers"]["task"] == "memory.tasks.embed_pending_memories_task"]
         assert message["headers"]["request_id"] == "req-carry"
     finally:
         current_app.control.purge()

@@ -7,7 +7,9 @@ import uuid
 import pytest
 from django.test import override_settings
 
+from loopmem.embedding_queue import Keys
 from loopmem.errors import InvalidProjectId, QuotaExceeded
+from loopmem.heavy_read import redis_client
 from loopmem.services import tenant_halt
 from memory.models import Memory
 from tests.conftest import error
@@ -54,12 +56,19 @@ def test_body_scope_fields_and_source_are_ignored(client_for, agent_key, tenant,
     assert (data["tenant_id"], data["subject_id"], data["source"]) == (str(tenant.id), "agent-a", "explicit")
 
 
-def test_the_write_enqueues_its_embedding_after_commit(
-    client_for, agent_key, django_capture_on_commit_callbacks, sent_tasks
+def test_the_write_queues_its_embedding_after_commit_one_drain_per_burst(
+    client_for, agent_key, tenant, django_capture_on_commit_callbacks, sent_tasks
 ):
+    client = client_for(agent_key)
     with django_capture_on_commit_callbacks(execute=True):
-        data = client_for(agent_key).post("/api/v1/memory", {"text": "x"}, format="json").json()["data"]
-    assert sent_tasks == [("memory.tasks.embed_memory_task", (data["id"],))]
+        first = client.post("/api/v1/memory", {"text": "x"}, format="json").json()["data"]
+        second = client.post("/api/v1/memory", {"text": "y"}, format="json").json()["data"]
+    # The second write joins the drain the first one scheduled.
+    assert sent_tasks == [("memory.tasks.embed_pending_memories_task", (str(tenant.id),))]
+    assert redis_client().lrange(Keys("memories", tenant.id).pending, 0, -1) == [
+        first["id"].encode(),
+        second["id"].encode(),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from loopmem.embedding_queue import Keys
+from loopmem.heavy_read import redis_client
 from loopmem.services import tenant_halt
 from memory import services
 from memory.models import Memory
@@ -35,7 +37,7 @@ def history(client, memory_id):
 
 
 def test_a_correction_writes_a_new_live_version_and_keeps_the_old_one(
-    agent, sent_tasks, django_capture_on_commit_callbacks
+    agent, tenant, sent_tasks, django_capture_on_commit_callbacks
 ):
     old = remember(agent, "we run Postgres 16", tags=["db"], metadata={"env": "prod"}, confidence=0.9)
     with django_capture_on_commit_callbacks(execute=True):
@@ -52,7 +54,8 @@ def test_a_correction_writes_a_new_live_version_and_keeps_the_old_one(
     stored_old = Memory.objects.get(id=old["id"])
     assert (stored_old.text, str(stored_old.superseded_by_id)) == ("we run Postgres 16", new["id"])
     # Embedded like any write.
-    assert sent_tasks == [("memory.tasks.embed_memory_task", (new["id"],))]
+    assert sent_tasks == [("memory.tasks.embed_pending_memories_task", (str(tenant.id),))]
+    assert redis_client().lrange(Keys("memories", tenant.id).pending, 0, -1) == [new["id"].encode()]
     # The list shows the live version only; include_superseded shows both.
     assert [m["id"] for m in agent.get("/api/v1/memory").json()["data"]] == [new["id"]]
     assert len(agent.get("/api/v1/memory?include_superseded=true").json()["data"]) == 2

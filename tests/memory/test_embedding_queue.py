@@ -1,0 +1,176 @@
+"""Writes queue their memories for embedding (loopmem.embedding_queue); one drain task per burst embeds them in
+provider batches, finishes a dead worker's claim, and leaves nothing stranded on a failure."""
+
+from __future__ import annotations
+
+import pytest
+from celery import current_app
+from celery.exceptions import Retry
+
+from loopmem import embedding_queue, embeddings, redis_outage
+from loopmem.embedding_pipeline import EmbeddedTable
+from loopmem.embedding_queue import Keys
+from loopmem.heavy_read import redis_client
+from loopmem.scope import Scope
+from memory import services, tasks
+from memory.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+DRAIN = "memory.tasks.embed_pending_memories_task"
+
+
+class BatchRecorder:
+    """The test provider, recording the texts of each call; fails texts containing `refuse`, or every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.fail: embeddings.EmbeddingFailure | None = None
+        self.refuse = ""
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        if self.fail is not None:
+            raise self.fail
+        if self.refuse and any(self.refuse in text for text in texts):
+            raise embeddings.EmbeddingProviderError(400, "input rejected")
+        return embeddings.HashingEmbedder().embed(texts)
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    recorder = BatchRecorder()
+    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recorder)
+    return recorder
+
+
+@pytest.fixture
+def write(tenant, django_capture_on_commit_callbacks):
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+
+    def write(*texts: str) -> list[str]:
+        with django_capture_on_commit_callbacks(execute=True):
+            return [str(services.memory_remember(scope=scope, text=text).id) for text in texts]
+
+    return write
+
+
+def listed(key: str) -> list[str]:
+    return [raw.decode() if isinstance(raw, bytes) else raw for raw in redis_client().lrange(key, 0, -1)]
+
+
+def queued(tenant) -> tuple[list[str], bool]:
+    keys = Keys("memories", tenant.id)
+    return listed(keys.pending), bool(redis_client().exists(keys.flag))
+
+
+def embedded(ids: list[str]) -> int:
+    return Memory.objects.filter(id__in=ids, embedding__isnull=False).count()
+
+
+def test_a_burst_of_writes_is_one_task_and_one_provider_call(tenant, write, provider, sent_tasks):
+    ids = write("alpha", "beta", "gamma")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))]
+    assert queued(tenant) == (ids, True)
+
+    result = tasks.embed_pending_memories_task(str(tenant.id))
+
+    assert result == {"embedded": 3, "failed": 0, "tenants": 0, "failures": {}}
+    assert provider.calls == [["alpha", "beta", "gamma"]]
+    assert embedded(ids) == 3
+    assert queued(tenant) == ([], False)  # drained: the next write schedules a new drain
+    write("delta")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))] * 2
+
+
+def test_a_long_queue_is_drained_in_provider_batches(tenant, write, provider, sent_tasks, monkeypatch):
+    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
+    ids = write("a", "b", "c", "d", "e")
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert provider.calls == [["a", "b"], ["c", "d"], ["e"]]
+    assert embedded(ids) == 5
+
+
+def test_a_redelivered_drain_finishes_the_claim_of_the_worker_that_died(tenant, write, provider, sent_tasks):
+    ids = write("held by the dead worker", "still pending")
+    # The first delivery claimed one id, then its worker died before storing the vector.
+    assert embedding_queue.claim("memories", tenant.id, "task-1", limit=1) == ids[:1]
+
+    tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-1", throw=True)
+
+    assert provider.calls == [["held by the dead worker"], ["still pending"]]
+    assert embedded(ids) == 2
+    assert not redis_client().exists(Keys("memories", tenant.id).claim("task-1"))
+
+
+def test_a_transient_failure_retries_the_task_keeping_its_claim(tenant, write, provider, sent_tasks):
+    ids = write("hello")
+    provider.fail = embeddings.EmbeddingTimeout()
+    with pytest.raises(Retry):
+        tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-2", throw=True)
+    claim = Keys("memories", tenant.id).claim("task-2")
+    assert listed(claim) == ids
+    assert queued(tenant) == ([], True)  # still scheduled: the retry is the drain
+
+    provider.fail = None
+    tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-2", throw=True)
+    assert embedded(ids) == 1
+    assert queued(tenant) == ([], False)
+
+
+@pytest.mark.parametrize("failure", [embeddings.NoEmbeddingKey(), embeddings.EmbeddingProviderError(401)])
+def test_a_permanent_failure_drops_the_queue_for_the_sweep(tenant, write, provider, sent_tasks, failure):
+    ids = write("one", "two")
+    provider.fail = failure
+    result = tasks.embed_pending_memories_task(str(tenant.id))
+    assert (result["embedded"], result["failed"]) == (0, 2)
+    assert embedded(ids) == 0
+    assert queued(tenant) == ([], False)
+    # The next write starts a new drain rather than waiting behind a dead one.
+    write("three")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))] * 2
+
+
+def test_a_text_the_provider_refuses_does_not_block_the_rest_of_its_batch(tenant, write, provider, sent_tasks):
+    ids = write("fine", "refuse me", "also fine")
+    provider.refuse = "refuse me"
+    result = tasks.embed_pending_memories_task(str(tenant.id))
+    assert (result["embedded"], result["failures"]) == (2, {"embedding_provider_error_400": 1})
+    assert set(Memory.objects.filter(embedding__isnull=False).values_list("text", flat=True)) == {"fine", "also fine"}
+    assert embedded(ids) == 2
+
+
+def test_an_id_of_another_tenant_in_the_queue_is_never_embedded_with_this_tenants_provider(
+    tenant, other_tenant, provider, sent_tasks, django_capture_on_commit_callbacks
+):
+    foreign = services.memory_remember(scope=Scope(tenant_id=other_tenant.id, subject_id="x"), text="not yours")
+    redis_client().rpush(Keys("memories", tenant.id).pending, str(foreign.id))
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert provider.calls == []
+    assert Memory.objects.get(id=foreign.id).embedding is None
+
+
+def test_a_publish_that_fails_leaves_the_next_write_to_schedule_the_drain(tenant, write, monkeypatch, sent_tasks):
+    def broker_down(*args, **kwargs):
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(current_app, "send_task", broker_down)
+    ids = write("first")
+    assert queued(tenant) == (ids, False)  # queued, but no drain holds the flag
+    redis_outage.reset()  # the broker is back
+    monkeypatch.setattr(current_app, "send_task", lambda name, args=(), **kw: sent_tasks.append((name, tuple(args))))
+    ids += write("second")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))]
+    assert queued(tenant) == (ids, True)
+
+
+def test_a_drain_that_crashes_unexpectedly_unblocks_the_next_write(tenant, write, provider, sent_tasks, monkeypatch):
+    write("one")
+
+    def database_gone(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(EmbeddedTable, "stale", database_gone)
+    with pytest.raises(RuntimeError):
+        tasks.embed_pending_memories_task(str(tenant.id))
+    assert queued(tenant) == ([], False)
