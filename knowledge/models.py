@@ -25,6 +25,8 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 200
 # The text-search configuration baked into the generated column; queries must use the same one.
 SEARCH_CONFIG = "english"
 ACTIVE_STATUSES = ("draft", "published")
+# Article.Visibility.SHARED and Article.Status.PUBLISHED (the class is defined below its queryset).
+_SHARED_WITH_EVERY_AGENT = Q(visibility="shared", status="published")
 
 
 class ArticleQuerySet(models.QuerySet["Article"]):
@@ -37,10 +39,11 @@ class ArticleQuerySet(models.QuerySet["Article"]):
         rows = self.filter(tenant_id=viewer.tenant_id)
         if viewer.sees_all:
             return rows
-        return rows.filter(
-            Q(visibility=Article.Visibility.SHARED, status=Article.Status.PUBLISHED)
-            | Q(owner_subject_id=viewer.subject_id)
-        )
+        return rows.filter(_SHARED_WITH_EVERY_AGENT | Q(owner_subject_id=viewer.subject_id))
+
+    def shared_with_every_agent(self, tenant_id: uuid.UUID) -> ArticleQuerySet:
+        """Published `shared` articles: part of what every viewer of the tenant sees (`visible_to`), whoever it is."""
+        return self.filter(_SHARED_WITH_EVERY_AGENT, tenant_id=tenant_id)
 
     def editable_by(self, viewer: Viewer) -> ArticleQuerySet:
         """What the viewer may change: an agent its own articles; user, orchestrator and superadmin any."""

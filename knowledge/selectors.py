@@ -197,7 +197,9 @@ def knowledge_search(
         else:
             query_embedding = embedding
 
-    candidates = _search_candidates(viewer, project_id=project_id, category=category, tags=tags, status=status)
+    candidates = _search_candidates(
+        Article.objects.visible_to(viewer), project_id=project_id, category=category, tags=tags, status=status
+    )
     keyword_rows: list[Article] = []
     semantic_rows: list[Article] = []
     with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
@@ -206,8 +208,16 @@ def knowledge_search(
             result.lane_counts["keyword"] = len(keyword_rows)
         if query_embedding is not None:
             # What the candidates are, for the cached count that picks the read (the viewer is frozen).
-            reach = ("search", viewer, project_id, category, tuple(tags), status)
-            read = _nearest(session, candidates, query_embedding, pool, reach=reach)
+            filters = (project_id, category, tuple(tags), status)
+            floor = None
+            if not viewer.sees_all:
+                # An agent's candidates include the tenant's shared ones: counted once for every agent, not per agent.
+                shared = Article.objects.shared_with_every_agent(viewer.tenant_id)
+                floor = Floor(
+                    _search_candidates(shared, project_id=project_id, category=category, tags=tags, status=status),
+                    reach=("search-shared", viewer.tenant_id, *filters),
+                )
+            read = _nearest(session, candidates, query_embedding, pool, reach=("search", viewer, *filters), floor=floor)
             semantic_rows = read.rows
             result.lane_counts["semantic"] = len(semantic_rows)
             result.semantic_path = read.path
@@ -227,9 +237,9 @@ def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embeddings.Embedd
 
 
 def _search_candidates(
-    viewer: Viewer, *, project_id: uuid.UUID | None, category: str | None, tags: Sequence[str], status: str
+    rows: ArticleQuerySet, *, project_id: uuid.UUID | None, category: str | None, tags: Sequence[str], status: str
 ) -> ArticleQuerySet:
-    rows = Article.objects.visible_to(viewer).filter(status=status).in_partition(project_id)
+    rows = rows.filter(status=status).in_partition(project_id)
     if category:
         rows = rows.filter(category=category)
     if tags:
@@ -276,6 +286,16 @@ class NearestRead:
     applied: heavy_read.AppliedOptions | None = None  # None on the exact path: no index ran
 
 
+@dataclass(frozen=True)
+class Floor:
+    """A subset of the candidates that many viewers share (an agent's candidates include the tenant's shared
+    articles), and what identifies it for the cached count: when it alone is past the exact read's threshold, so
+    are the candidates, and no count of the viewer's own is needed."""
+
+    candidates: ArticleQuerySet
+    reach: tuple[Hashable, ...]
+
+
 def _nearest(
     session: heavy_read.TenantScopedSession,
     candidates: ArticleQuerySet,
@@ -283,11 +303,12 @@ def _nearest(
     k: int,
     *,
     reach: tuple[Hashable, ...],
+    floor: Floor | None = None,
 ) -> NearestRead:
     """The k visible candidates nearest to the vector, complete for every visible-set size.
 
     Up to KNOWLEDGE_SEARCH_EXACT_MAX_ROWS embedded candidates are read exactly (a bounded count decides, cached
-    per process under `reach`: what identifies the candidates).
+    per process under `reach`: what identifies the candidates; or the `floor`'s count, when that is already past).
     Above that, HNSW with every filter (tenant, visibility, status, partition, category, tags) inside a
     relaxed iterative scan, re-sorted by distance, and verified: a short answer is re-read exactly.
     """
@@ -296,10 +317,12 @@ def _nearest(
     if not vector_index.is_indexed(len(embedding.vector)):
         # No index of this size: the exact read is the only one (complete; slower on a large visible set).
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
-    if (
-        _reachable(session, embedded, (*reach, embedding.model_id, len(embedding.vector), threshold), threshold)
-        <= threshold
-    ):
+    size_key = (embedding.model_id, len(embedding.vector), threshold)
+    past_the_floor = False
+    if floor is not None:
+        shared = floor.candidates.embedded_with(embedding.model_id, len(embedding.vector))
+        past_the_floor = _reachable(session, shared, (*floor.reach, *size_key), threshold) > threshold
+    if not past_the_floor and _reachable(session, embedded, (*reach, *size_key), threshold) <= threshold:
         return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
         heavy_read.ReadOptions(

@@ -199,3 +199,37 @@ def test_the_count_that_picks_the_read_is_reused_and_a_stale_one_loses_no_row(te
     Article.objects.filter(tenant=tenant).exclude(id__in=first[:2]).delete()
     left, _ = searched()
     assert sorted(left) == sorted(first[:2])
+
+
+@override_settings(KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5)
+def test_agents_share_one_count_of_the_tenants_shared_articles_when_it_alone_picks_the_index(tenant, twenty):
+    embedding = QueryEmbedding(hashed("topic 1"), MODEL)
+
+    def counts_of(subject: str) -> tuple[str | None, int]:
+        viewer = Viewer(tenant_id=tenant.id, subject_id=subject)
+        with CaptureQueriesContext(connections[heavy_read.HEAVY_READ_ALIAS]) as queries:
+            result = knowledge_search(viewer=viewer, query="topic", mode="semantic", embedding=embedding, limit=5)
+        return result.semantic_path, sum("COUNT(*)" in q["sql"] for q in queries.captured_queries)
+
+    assert counts_of("agent-a") == ("ann", 1)  # the 20 shared articles, counted once
+    assert counts_of("agent-b") == ("ann", 0)  # another agent: the same count, from the cache
+
+
+@override_settings(KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5)
+def test_an_agent_whose_own_articles_make_the_set_large_still_reads_through_the_index(tenant):
+    for n in range(2):
+        ArticleFactory.create(
+            tenant=tenant, title=f"shared {n}", body="x", embedding=hashed(f"s{n}"), embedding_model=MODEL
+        )
+    for n in range(6):
+        ArticleFactory.create(
+            tenant=tenant, title=f"mine {n}", body="x", visibility="private", owner_subject_id="agent-a",
+            embedding=hashed(f"m{n}"), embedding_model=MODEL,
+        )  # fmt: skip
+    embedding = QueryEmbedding(hashed("m1"), MODEL)
+    owner = Viewer(tenant_id=tenant.id, subject_id="agent-a")
+    other = Viewer(tenant_id=tenant.id, subject_id="agent-b")
+    mine = knowledge_search(viewer=owner, query="x", mode="semantic", embedding=embedding, limit=8)
+    theirs = knowledge_search(viewer=other, query="x", mode="semantic", embedding=embedding, limit=8)
+    assert (mine.semantic_path, len(mine.hits)) == ("ann", 8)  # 2 shared below the threshold, 8 reachable above
+    assert (theirs.semantic_path, {hit.article.title for hit in theirs.hits}) == ("exact", {"shared 0", "shared 1"})
