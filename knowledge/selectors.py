@@ -96,27 +96,21 @@ class ArticleVector:
     content_hash: str | None
 
 
-def article_diversity_vectors(
-    *, viewer: Viewer, article_ids: Sequence[uuid.UUID], model_id: str | None = None
-) -> dict[uuid.UUID, ArticleVector]:
-    """Vectors and content hashes of visible articles, for the merged recall's diversity selection.
+def with_vectors(rows: QuerySet[Article]) -> QuerySet[Article]:
+    """`rows` each carrying its stored vector as `vector_bytes` (binary, see VectorSend), for `article_vector`."""
+    return rows.annotate(vector_bytes=VectorSend("embedding"))
+
+
+def article_vector(article: Article, *, model_id: str | None = None) -> ArticleVector:
+    """The vector and content hash of an article read `with_vectors`, for the merged recall's diversity selection.
 
     With `model_id`, a vector of another model is withheld (None): vectors of different models are never
     compared, and a candidate without a vector is never dropped by the selector.
     """
-    rows = (
-        Article.objects.visible_to(viewer)
-        .filter(id__in=list(article_ids))
-        .annotate(vector_bytes=VectorSend("embedding"))
-        .values_list("id", "vector_bytes", "embedding_model", "embedding_content_hash")
-    )
-    return {
-        article_id: ArticleVector(
-            vector=None if raw is None or (model_id is not None and model != model_id) else vector_from_send(raw),
-            content_hash=digest,
-        )
-        for article_id, raw, model, digest in rows
-    }
+    raw: bytes | memoryview | None = getattr(article, "vector_bytes", None)
+    if raw is None or (model_id is not None and article.embedding_model != model_id):
+        return ArticleVector(vector=None, content_hash=article.embedding_content_hash)
+    return ArticleVector(vector=vector_from_send(raw), content_hash=article.embedding_content_hash)
 
 
 # --- search --------------------------------------------------------------------------------------------
@@ -171,6 +165,7 @@ def knowledge_search(
     offset: int = 0,
     status: str = Article.Status.PUBLISHED,
     search_id: uuid.UUID | None = None,
+    vectors: bool = False,
 ) -> SearchResult:
     """Search the articles the viewer may see: keyword (full text), semantic (kNN) or both fused by RRF.
 
@@ -178,7 +173,8 @@ def knowledge_search(
     memory half of a merged recall), the failure it raised, or None to embed here when a mode needs it.
     Without an embedding `semantic` raises EmbeddingUnavailable (503) and `combined` degrades to the
     keyword lane with `fallback` and the failure's reason tag. `project_id` reads the global articles plus
-    that project's. Raises HeavyReadOverloaded when the tenant's heavy reads are saturated.
+    that project's. `vectors` reads each hit's stored vector with it (`article_vector`). Raises HeavyReadOverloaded
+    when the tenant's heavy reads are saturated.
     """
     limit = clamp(limit, 1, MAX_SEARCH_LIMIT)
     offset = max(offset, 0)
@@ -204,7 +200,8 @@ def knowledge_search(
     semantic_rows: list[Article] = []
     with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
         if mode != "semantic":
-            keyword_rows = session.fetch(_keyword(candidates, query, pool))
+            keyword = _keyword(candidates, query, pool)
+            keyword_rows = session.fetch(with_vectors(keyword) if vectors else keyword)
             result.lane_counts["keyword"] = len(keyword_rows)
         if query_embedding is not None:
             # What the candidates are, for the cached count that picks the read (the viewer is frozen).
@@ -217,7 +214,15 @@ def knowledge_search(
                     _search_candidates(shared, project_id=project_id, category=category, tags=tags, status=status),
                     reach=("search-shared", viewer.tenant_id, *filters),
                 )
-            read = _nearest(session, candidates, query_embedding, pool, reach=("search", viewer, *filters), floor=floor)
+            read = _nearest(
+                session,
+                candidates,
+                query_embedding,
+                pool,
+                reach=("search", viewer, *filters),
+                floor=floor,
+                vectors=vectors,
+            )
             semantic_rows = read.rows
             result.lane_counts["semantic"] = len(semantic_rows)
             result.semantic_path = read.path
@@ -304,6 +309,7 @@ def _nearest(
     *,
     reach: tuple[Hashable, ...],
     floor: Floor | None = None,
+    vectors: bool = False,
 ) -> NearestRead:
     """The k visible candidates nearest to the vector, complete for every visible-set size.
 
@@ -314,16 +320,20 @@ def _nearest(
     """
     embedded = candidates.embedded_with(embedding.model_id, len(embedding.vector))
     threshold = settings.KNOWLEDGE_SEARCH_EXACT_MAX_ROWS
+
+    def fetch(rows: QuerySet[Article]) -> list[Article]:
+        return session.fetch(with_vectors(rows) if vectors else rows)
+
     if not vector_index.is_indexed(len(embedding.vector)):
         # No index of this size: the exact read is the only one (complete; slower on a large visible set).
-        return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
+        return NearestRead(rows=fetch(_exact(embedded, embedding.vector, k)), path="exact")
     size_key = (embedding.model_id, len(embedding.vector), threshold)
     past_the_floor = False
     if floor is not None:
         shared = floor.candidates.embedded_with(embedding.model_id, len(embedding.vector))
         past_the_floor = _reachable(session, shared, (*floor.reach, *size_key), threshold) > threshold
     if not past_the_floor and _reachable(session, embedded, (*reach, *size_key), threshold) <= threshold:
-        return NearestRead(rows=session.fetch(_exact(embedded, embedding.vector, k)), path="exact")
+        return NearestRead(rows=fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
         heavy_read.ReadOptions(
             ef_search=settings.HNSW_EF_SEARCH,
@@ -336,9 +346,9 @@ def _nearest(
     ann = embedded.annotate(distance=vector_index.exact_distance(embedding.vector)).order_by(
         vector_index.ann_distance(embedding.vector)
     )[:k]
-    rows = sorted(session.fetch(ann), key=lambda a: (a.distance, str(a.id)))  # type: ignore[attr-defined]
+    rows = sorted(fetch(ann), key=lambda a: (a.distance, str(a.id)))  # type: ignore[attr-defined]
     if len(rows) < k:
-        exact_rows = session.fetch(_exact(embedded, embedding.vector, k))
+        exact_rows = fetch(_exact(embedded, embedding.vector, k))
         if len(exact_rows) > len(rows):
             return NearestRead(rows=exact_rows, path="exact")
     return NearestRead(rows=rows, path="ann", applied=applied)

@@ -18,7 +18,7 @@ from django.db import DatabaseError
 from knowledge import ledger
 from knowledge.diversity import Candidate, DiversityConfig, DiversityStats, select
 from knowledge.models import Article
-from knowledge.selectors import SearchHit, SearchResult, article_diversity_vectors, knowledge_search
+from knowledge.selectors import SearchHit, SearchResult, article_vector, knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read
 from loopmem.embeddings import QueryEmbedding
@@ -266,6 +266,7 @@ def _knowledge_half(
             limit=config.pool_size(limit),
             status=Article.Status.PUBLISHED,
             search_id=recall_id,
+            vectors=config.enabled,  # for the diversity selection: read with the rows, not by a second query
         )
     except HeavyReadOverloaded:
         return KnowledgeHalf(result=None, degraded=True, fallback_reason="heavy_read_overloaded")
@@ -275,7 +276,7 @@ def _knowledge_half(
     half = KnowledgeHalf(result=result, degraded=result.fallback, fallback_reason=result.fallback_reason)
     half.pool = [_knowledge_item(hit, degraded=half.degraded) for hit in result.hits]
     half.selected, half.diversity = _diversify(
-        viewer, scope, half.pool, config, limit=limit, session_id=session_id, model_id=model_id
+        scope, half.pool, config, limit=limit, session_id=session_id, model_id=model_id
     )
     half.selected.sort(key=lambda item: item.merge_key)
     return half
@@ -310,7 +311,6 @@ def _knowledge_item(hit: SearchHit, *, degraded: bool) -> MergedItem:
 
 
 def _diversify(
-    viewer: Viewer,
     scope: Scope,
     pool: list[MergedItem],
     config: DiversityConfig,
@@ -321,14 +321,9 @@ def _diversify(
 ) -> tuple[list[MergedItem], DiversityStats]:
     ids = [item.id for item in pool]
     seen = history.shown_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=ids)
-    vectors = (
-        article_diversity_vectors(viewer=viewer, article_ids=[uuid.UUID(i) for i in ids], model_id=model_id)
-        if config.enabled
-        else {}
-    )
     candidates = []
     for item in pool:
-        found = vectors.get(uuid.UUID(item.id))
+        found = article_vector(item.hit.article, model_id=model_id) if config.enabled and item.hit else None
         candidates.append(
             Candidate(
                 id=item.id,

@@ -1,12 +1,13 @@
-"""The merged recall's diversity vectors, read as pgvector's binary format: the stored float32 values exactly, only
-for visible articles, and withheld when the article's model is not the query's."""
+"""The merged recall's diversity vectors, read with the search's rows as pgvector's binary format: the stored float32
+values exactly, only for visible articles, and withheld when the article's model is not the query's."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from knowledge.selectors import article_diversity_vectors, knowledge_search
+from knowledge.models import Article
+from knowledge.selectors import article_vector, knowledge_search, with_vectors
 from knowledge.visibility import Viewer
 from loopmem import embeddings
 from tests.factories import ArticleFactory
@@ -19,36 +20,47 @@ def stored(values: list[float]) -> list[float]:
     return [*values, *([0.0] * (embeddings.HashingEmbedder.dimensions - len(values)))]
 
 
+def read(*articles):
+    return {row.id: row for row in with_vectors(Article.objects.filter(id__in=[a.id for a in articles]))}
+
+
 def test_the_vector_comes_back_as_the_float32_values_postgres_stored(tenant):
     values = [0.1, -0.3, 1 / 3, 2.5e-7, 0.0, 1.0]
     article = ArticleFactory.create(tenant=tenant, embedding=stored(values), embedding_model="hashing:v1")
-    found = article_diversity_vectors(viewer=Viewer(tenant_id=tenant.id, subject_id="reader"), article_ids=[article.id])
-    vector = found[article.id].vector
-    assert isinstance(vector, np.ndarray)
-    assert vector.dtype == np.float64
+    found = article_vector(read(article)[article.id], model_id="hashing:v1")
+    assert isinstance(found.vector, np.ndarray)
+    assert found.vector.dtype == np.float64
     expected = np.asarray(stored(values), dtype=np.float32).astype(np.float64)
-    assert np.array_equal(vector, expected)
+    assert np.array_equal(found.vector, expected)
+    assert found.content_hash == article.embedding_content_hash
 
 
 def test_another_models_vector_is_withheld_and_a_missing_one_is_none(tenant):
     other = ArticleFactory.create(tenant=tenant, embedding=stored([1.0, 0.0]), embedding_model="openai:other")
     bare = ArticleFactory.create(tenant=tenant)
-    found = article_diversity_vectors(
-        viewer=Viewer(tenant_id=tenant.id, subject_id="reader"), article_ids=[other.id, bare.id], model_id="hashing:v1"
-    )
-    assert found[other.id].vector is None
-    assert found[bare.id].vector is None
+    rows = read(other, bare)
+    assert article_vector(rows[other.id], model_id="hashing:v1").vector is None
+    assert article_vector(rows[bare.id], model_id="hashing:v1").vector is None
+    assert article_vector(rows[other.id]).vector is not None  # no model asked for: any
 
 
-def test_an_article_the_viewer_cannot_see_is_not_returned(tenant, other_tenant):
-    hidden = ArticleFactory.create(
-        tenant=tenant, visibility="owner", owner_subject_id="someone-else", embedding=stored([1.0])
-    )
-    foreign = ArticleFactory.create(tenant=other_tenant, embedding=stored([1.0]))
-    found = article_diversity_vectors(
-        viewer=Viewer(tenant_id=tenant.id, subject_id="reader"), article_ids=[hidden.id, foreign.id]
-    )
-    assert found == {}
+@pytest.mark.django_db(transaction=True, databases=["default", "heavy_read"])
+def test_a_search_asked_for_vectors_returns_them_for_visible_hits_only(tenant, other_tenant):
+    mine = ArticleFactory.create(tenant=tenant, title="runbook deploy", embedding=stored([1.0]), embedding_model="m")
+    ArticleFactory.create(
+        tenant=tenant, title="runbook hidden", visibility="owner", owner_subject_id="someone-else",
+        embedding=stored([1.0]), embedding_model="m",
+    )  # fmt: skip
+    ArticleFactory.create(tenant=other_tenant, title="runbook foreign", embedding=stored([1.0]), embedding_model="m")
+    viewer = Viewer(tenant_id=tenant.id, subject_id="reader")
+    result = knowledge_search(viewer=viewer, query="runbook", mode="keyword", vectors=True)
+    [hit] = result.hits
+    assert hit.article.id == mine.id
+    found = article_vector(hit.article, model_id="m")
+    assert found.vector is not None
+    assert found.vector[0] == 1.0
+    plain = knowledge_search(viewer=viewer, query="runbook", mode="keyword")
+    assert article_vector(plain.hits[0].article).vector is None  # not asked for: not read
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "heavy_read"])

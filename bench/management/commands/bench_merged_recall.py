@@ -65,12 +65,11 @@ Vector = npt.NDArray[np.float64]
 
 # The stages of recall_context, timed by wrapping the functions it calls (module, attribute, label).
 STAGES: tuple[tuple[str, str, str], ...] = (
-    ("recall.services", "_embed_once", "query embedding (hashing)"),
+    ("loopmem.embeddings", "embed_query", "query embedding (hashing)"),
     ("recall.services", "_memory_half", "memory half (recall_by_vector)"),
     ("recall.services", "memory_note_recalled", "recall bump (Redis cooldown, enqueue)"),
-    ("recall.services", "knowledge_search", "knowledge half (combined search)"),
+    ("recall.services", "knowledge_search", "knowledge half (combined search, with the diversity vectors)"),
     ("recall.history", "shown_ids", "containment read (Redis)"),
-    ("recall.services", "article_diversity_vectors", "diversity vectors (SQL)"),
     ("recall.services", "select", "diversity selection (MMR)"),
     ("knowledge.ledger", "access_record_surfacing", "ledger write"),
     ("recall.history", "mark_shown", "history write (Redis)"),
