@@ -253,7 +253,11 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
             embedding_queue.release(what, tenant_id, claim_id)
             continue
         try:
-            report.embedded += _embed(embed, rows, table.text_of, table.store)
+            vectors, model_id = embed([table.text_of(row) for row in rows])
+            with transaction.atomic():  # one commit for the batch, not one per row
+                report.embedded += sum(
+                    table.store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True)
+                )
         except embeddings.EmbeddingFailure as failure:
             if _refuses_the_text(failure):
                 single = embed_in_batches(tenant, [[row] for row in rows], text_of=table.text_of, store=table.store)
