@@ -61,6 +61,11 @@ return ids
 """
 
 
+def tenant_pattern(tenant_id: uuid.UUID | str) -> str:
+    """Every queue key of the tenant (a tenant-wide erasure removes them)."""
+    return f"loopmem:embed_queue:{tenant_id}:*"
+
+
 class Keys:
     """The Redis keys of one (table, tenant) queue; the tenant comes first after the prefix, as elsewhere."""
 

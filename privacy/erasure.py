@@ -29,6 +29,7 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 
 from knowledge.models import Article, ArticleAccessEvent, article_embedding_text
+from loopmem import embedding_queue
 from loopmem.audit import Actor, Removed, audit_record
 from loopmem.heavy_read import redis_client
 from loopmem.models import ApiKey, DeletionAudit, IdempotencyRecord, Tenant
@@ -154,7 +155,11 @@ def tenant_erase(
         event_subject=None,
     )
     _run(report, tenant.id, targets, actor, dry_run=dry_run, batch_size=batch_size, progress=progress)
-    patterns = [history.tenant_pattern(tenant.id), RECALL_BUMP_PATTERN.format(tenant_id=tenant.id)]
+    patterns = [
+        history.tenant_pattern(tenant.id),
+        RECALL_BUMP_PATTERN.format(tenant_id=tenant.id),
+        embedding_queue.tenant_pattern(tenant.id),
+    ]
     _redis(report, patterns, dry_run=dry_run)
     return report
 

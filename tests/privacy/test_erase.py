@@ -14,6 +14,7 @@ from agent.client import LoopmemClient
 from agent.mcp_server import build_server
 from knowledge.models import Article, ArticleAccessEvent
 from loopmem.audit import Actor, audit_hash
+from loopmem.embedding_queue import Keys
 from loopmem.heavy_read import redis_client
 from loopmem.models import DeletionAudit
 from loopmem.scope import Scope
@@ -236,10 +237,15 @@ def test_erase_tenant_removes_the_tenants_recall_keys_in_redis(tenant, other_ten
     history.mark_shown(tenant_id=tenant.id, subject_id="a", session_id="s", ids=["x"])
     history.mark_shown(tenant_id=other_tenant.id, subject_id="a", session_id="s", ids=["x"])
     redis_client().set(memory_services.recall_bump_key(tenant.id, uuid.uuid4()), 1, ex=60)
+    mine, theirs = Keys("memories", tenant.id), Keys("memories", other_tenant.id)
+    redis_client().rpush(mine.pending, str(uuid.uuid4()))  # a queued embedding
+    redis_client().rpush(theirs.pending, str(uuid.uuid4()))
 
     report = tenant_erase(tenant=tenant, actor=Actor.operator("erase_tenant"))
 
-    assert report.removed["redis_keys"] == 2
+    assert report.removed["redis_keys"] == 3
+    assert not redis_client().exists(mine.pending)
+    assert redis_client().exists(theirs.pending)
     assert history.shown_ids(tenant_id=tenant.id, subject_id="a", session_id="s", ids=["x"]) == set()
     assert history.shown_ids(tenant_id=other_tenant.id, subject_id="a", session_id="s", ids=["x"]) == {"x"}
 
