@@ -1,15 +1,17 @@
-"""Scrape-time state the core can read from Redis: open circuits, Celery queue depth, heavy reads in flight."""
+"""Scrape-time state the core can read from Redis: open circuits, Celery queue depth, rows waiting for their vector,
+heavy reads in flight."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 from prometheus_client.core import GaugeMetricFamily
 
-from loopmem import metrics
+from loopmem import embedding_queue, metrics
 from loopmem.heavy_read import redis_client
 
 # kombu's Redis transport keeps a queue's prioritised messages in sibling lists: name, name\x06\x163, ...
@@ -41,6 +43,7 @@ def redis_state() -> Iterable[GaugeMetricFamily]:
             pipe.llen(queue + suffix)
         depth[queue] = float(sum(pipe.execute()))
     yield metrics.gauge("loopmem_celery_queue_depth", "Messages waiting in each Celery queue", "queue", depth)
+    yield _embedding_queue(client)
     in_flight = 0
     for raw_key in client.scan_iter(match=f"{cache.key_prefix}:heavy_read:*", count=500):
         in_flight += int(client.zcard(raw_key))
@@ -52,3 +55,22 @@ def redis_state() -> Iterable[GaugeMetricFamily]:
     limit = GaugeMetricFamily("loopmem_heavy_read_limit", "Heavy reads admitted at once per tenant")
     limit.add_metric([], settings.HEAVY_READ_MAX_IN_FLIGHT)
     yield limit
+
+
+def _embedding_queue(client: Any) -> GaugeMetricFamily:
+    # loopmem:embed_queue:<tenant>:<table>:pending | :claim:<task id> (loopmem.embedding_queue), all tenants.
+    waiting: dict[tuple[str, str], float] = {}
+    for raw_key in client.scan_iter(match=embedding_queue.tenant_pattern("*"), count=500):
+        parts = raw_key.decode().split(":")
+        if len(parts) < 5 or parts[4] not in ("pending", "claim"):
+            continue
+        state = "pending" if parts[4] == "pending" else "claimed"
+        waiting[(parts[3], state)] = waiting.get((parts[3], state), 0.0) + float(client.llen(raw_key))
+    family = GaugeMetricFamily(
+        "loopmem_embedding_queue_rows",
+        "Rows queued for their vector (pending) or being embedded by a drain (claimed), all tenants",
+        labels=["table", "state"],
+    )
+    for (table, state), count in sorted(waiting.items()):
+        family.add_metric([table, state], count)
+    return family

@@ -10,6 +10,8 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from loopmem import circuit_breaker, embeddings
+from loopmem.embedding_queue import Keys
+from loopmem.heavy_read import redis_client
 from loopmem.metrics_endpoint import recall_path_of
 from loopmem.scope import Scope
 from loopmem.services import tenant_set_provider
@@ -200,6 +202,19 @@ def test_the_embedding_backlog_counts_rows_waiting(moves, agent):
     assert move.delta("loopmem_embedding_backlog", table="memories") == 1
     embed_pending()
     assert move.delta("loopmem_embedding_backlog", table="memories") == 0
+
+
+@pytest.mark.django_db
+def test_the_embedding_queue_counts_rows_pending_and_claimed(moves, tenant):
+    keys = Keys("memories", tenant.id)
+    move = moves()
+    try:
+        redis_client().rpush(keys.pending, "m-1", "m-2")
+        redis_client().rpush(keys.claim("task-1"), "m-3")
+        assert move.delta("loopmem_embedding_queue_rows", table="memories", state="pending") == 2
+        assert move.delta("loopmem_embedding_queue_rows", table="memories", state="claimed") == 1
+    finally:
+        redis_client().delete(keys.pending, keys.claim("task-1"))
 
 
 @pytest.mark.django_db
