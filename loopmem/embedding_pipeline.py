@@ -22,7 +22,7 @@ from django.db import connection, models, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from loopmem import embedding_queue, embeddings, redis_outage
+from loopmem import embedding_queue, embeddings, queue, redis_outage
 from loopmem.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ M = TypeVar("M", bound=models.Model)
 SWEEP_SETTLE_SECONDS = 30  # rows written this recently are left to their own embed task
 SWEEP_MAX_PER_TENANT = 500  # per run, so one tenant's backlog cannot starve the others
 BATCH_SIZE = 32
+DRAIN_BATCHES_PER_TASK = 16  # a drain task's turn: 512 rows, then it queues again behind other tenants' drains
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,8 @@ def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> st
 
 def drain_queue(table: EmbeddedTable[M], task: Any, tenant_id: str) -> BackfillReport:
     """The body of a drain task (loopmem.embedding_queue): embed the tenant's queued rows, `BATCH_SIZE` per provider
-    call, until the queue is empty.
+    call, until the queue is empty. After `DRAIN_BATCHES_PER_TASK` batches the task sends itself again and ends, so a
+    tenant's long backlog (an import) takes its turn with other tenants' drains instead of holding a worker.
 
     A batch the provider refuses (400/413/422) is retried row by row, as in a backfill. A transient failure retries
     the task with backoff, keeping its claim; a permanent one, or the last retry, drops the tenant's queue (the
@@ -245,7 +247,11 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
     def embed(texts: Sequence[str]) -> tuple[list[list[float]], str]:
         return embeddings.embed_texts(tenant, texts)
 
-    while ids := embedding_queue.claim(what, tenant_id, claim_id, BATCH_SIZE):
+    for _ in range(DRAIN_BATCHES_PER_TASK):
+        ids = embedding_queue.claim(what, tenant_id, claim_id, BATCH_SIZE)
+        if not ids:
+            return report  # drained; the claim cleared the schedule
+
         # Rows of this tenant only, still lacking a current vector (a redelivered claim may be half done).
         rows = list(table.stale(tenant).filter(id__in=ids).only("id", *table.text_fields))
         rows.sort(key=lambda row: ids.index(str(row.pk)))  # in the order they were written
@@ -273,6 +279,9 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
                 logger.info("%s of tenant %s not embedded (%s); the sweep retries", what, tenant_id, failure.tag)
                 return report
         embedding_queue.release(what, tenant_id, claim_id)
+    # Its turn is over: a fresh message joins the end of the queue (it clears the schedule if nothing is left).
+    if not queue.send_now(task.name, (tenant_id,)):
+        embedding_queue.unschedule(what, tenant_id)  # the next write sends one; the sweep covers the rest
     return report
 
 

@@ -121,6 +121,11 @@ def claim(table: str, tenant_id: uuid.UUID | str, claim_id: str, limit: int) -> 
     return [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in ids]
 
 
+def unschedule(table: str, tenant_id: uuid.UUID | str) -> None:
+    """No drain is scheduled any more (its message could not be sent): the next write schedules one."""
+    redis_client().delete(Keys(table, tenant_id).flag)
+
+
 def release(table: str, tenant_id: uuid.UUID | str, claim_id: str) -> None:
     """The claim is done: its rows hold their vectors (or were left for the sweep)."""
     redis_client().delete(Keys(table, tenant_id).claim(claim_id))

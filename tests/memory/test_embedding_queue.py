@@ -91,6 +91,23 @@ def test_a_long_queue_is_drained_in_provider_batches(tenant, write, provider, se
     assert embedded(ids) == 5
 
 
+def test_a_long_backlog_takes_turns_a_drain_queues_itself_again_after_its_batches(
+    tenant, write, provider, sent_tasks, monkeypatch
+):
+    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
+    monkeypatch.setattr("loopmem.embedding_pipeline.DRAIN_BATCHES_PER_TASK", 2)
+    ids = write("a", "b", "c", "d", "e")
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert embedded(ids) == 4
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))] * 2  # the write's, then the drain's own follow-up
+    assert queued(tenant) == (ids[4:], True)
+
+    tasks.embed_pending_memories_task(str(tenant.id))  # the follow-up
+    assert embedded(ids) == 5
+    assert queued(tenant) == ([], False)
+    assert len(sent_tasks) == 2
+
+
 def test_a_redelivered_drain_finishes_the_claim_of_the_worker_that_died(tenant, write, provider, sent_tasks):
     ids = write("held by the dead worker", "still pending")
     # The first delivery claimed one id, then its worker died before storing the vector.
