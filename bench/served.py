@@ -476,6 +476,7 @@ class Plan:
     writes: int
     metrics_token: str
     run_id: str
+    embed_wait_seconds: float = 30.0
 
 
 def measure(tenant: Tenant, probes: Sequence[Probe], writers: Sequence[IssuedKey], plan: Plan) -> dict[str, Any]:
@@ -504,7 +505,30 @@ def measure(tenant: Tenant, probes: Sequence[Probe], writers: Sequence[IssuedKey
         for n, (url, series) in enumerate(zip(targets, measured, strict=True)):
             series.cache = cache_delta(before[n], cache_counts(url, plan.metrics_token))
             figures[name if n == 0 else f"{name}{COMPARED}"] = series.summary()
+        if name == "http_remember":
+            figures["embedding_lag"] = embedding_lag(tenant, plan)
     return figures
+
+
+def embedding_lag(tenant: Tenant, plan: Plan) -> dict[str, Any]:
+    """How soon the run's writes are searchable by meaning: polls until every memory its writers stored holds a
+    vector, from the moment the last write was answered, for at most `plan.embed_wait_seconds` (the embedding
+    worker is the running service's, not this command's)."""
+    written = Memory.objects.for_tenant(tenant.id).filter(subject_id__startswith=f"{WRITER_PREFIX}{plan.run_id}-")
+    started = time.perf_counter()
+    rows = written.count()
+    while True:
+        waiting = written.filter(embedding__isnull=True).count()
+        elapsed = time.perf_counter() - started
+        if waiting == 0 or elapsed >= plan.embed_wait_seconds:
+            break
+        time.sleep(0.02)
+    return {
+        "rows": rows,
+        "embedded": rows - waiting,
+        "seconds_after_last_write": round(elapsed, 3) if waiting == 0 else None,
+        "waited_seconds": round(elapsed, 3),
+    }
 
 
 # The key suffix of a series measured at --compare-url.

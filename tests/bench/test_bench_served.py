@@ -75,9 +75,13 @@ def test_every_series_answers_completely_and_the_run_cleans_up(service):
         call_command(
             "bench_served", "--base-url", service, "--embedder-url", embedder.url, "--rows", "1200",
             "--subjects", "24", "--articles", "100", "--queries", "4", "--clients", "2", "--writes", "6",
-            "--metrics-token", TOKEN, "--json", stdout=out,
+            "--metrics-token", TOKEN, "--embed-wait", "0.2", "--json", stdout=out,
         )  # fmt: skip
     summary = json.loads(out.getvalue())
+    # The service here is gunicorn alone, no embedding worker: the wait runs out and says how far it got.
+    lag = summary["embedding_lag"]
+    assert (lag["rows"], lag["embedded"], lag["seconds_after_last_write"]) == (6 + 2, 0, None)  # + a warm-up each
+    assert lag["waited_seconds"] >= 0.2
     series = summary["series"]
     for name, figures in series.items():
         assert figures["errors"] == 0, (name, figures["error_sample"])

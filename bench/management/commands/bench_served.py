@@ -40,6 +40,12 @@ class Command(OperatorCommand):
         parser.add_argument("--repeats", type=int, default=1, help="times each query is asked per series")
         parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients (threads)")
         parser.add_argument("--writes", type=int, default=400, help="remember and session-append requests each")
+        parser.add_argument(
+            "--embed-wait",
+            type=float,
+            default=30.0,
+            help="seconds to wait, after the remember series, for the service's worker to embed every write",
+        )
         parser.add_argument("--tenant-slug", help="default: bench-served-<rows>-<subjects>-<articles>")
         parser.add_argument("--reuse", action="store_true", help="measure the corpus the tenant already holds")
         parser.add_argument("--seed", type=int, default=scale_corpus.DEFAULT_SEED)
@@ -67,6 +73,7 @@ class Command(OperatorCommand):
             writes=options["writes"],
             metrics_token=options["metrics_token"],
             run_id=uuid.uuid4().hex[:8],
+            embed_wait_seconds=options["embed_wait"],
         )
         keys: list[IssuedKey] = []
         try:
@@ -75,6 +82,7 @@ class Command(OperatorCommand):
             writers = served.writer_keys(tenant, run_id=plan.run_id, count=options["clients"])
             keys += writers
             figures = served.measure(tenant, probes, writers, plan)
+            embedding_lag = figures.pop("embedding_lag")
         finally:
             served.clean_up(tenant, keys)
         summary: dict[str, Any] = {
@@ -100,6 +108,7 @@ class Command(OperatorCommand):
             "load_average_at_start": load_start,
             "load_average_at_end": served.load_average(),
             "series": figures,
+            "embedding_lag": embedding_lag,
             "goals": served.goals(figures),
         }
         return summary, render(summary)
@@ -158,11 +167,24 @@ def render(summary: dict[str, Any]) -> str:
             "",
             f"HTTP series interleaved request by request between {plan['base_url']} and {plan['compare_url']}",
         ]
+    lines += ["", _embedding_lag_line(summary["embedding_lag"])]
     verdicts = ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in summary["goals"].items())
     lines += ["", f"latencies in ms; goals: {verdicts}"]
     if not any(summary["series"][k]["query_cache"] for k, _ in LABELS):
         lines.append("query-cache hit rate: set LOOPMEM_METRICS_TOKEN for the service and this command")
     return "\n".join(lines)
+
+
+def _embedding_lag_line(lag: dict[str, Any]) -> str:
+    if lag["seconds_after_last_write"] is not None:
+        return (
+            f"remember: all {lag['rows']} written memories held their vector "
+            f"{lag['seconds_after_last_write']:.2f} s after the last write was answered"
+        )
+    return (
+        f"remember: {lag['embedded']} of {lag['rows']} written memories held their vector after "
+        f"{lag['waited_seconds']:.1f} s (--embed-wait reached: is the service's embedding worker running?)"
+    )
 
 
 def _row(label: str, s: dict[str, Any]) -> list[str]:
