@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,9 +38,12 @@ class LoopbackEmbedder(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, dimensions: int = DEFAULT_DIMENSIONS) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, dimensions: int = DEFAULT_DIMENSIONS, delay_ms: float = 0.0
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.embedder = _Embedder(dimensions)
+        self.delay_seconds = delay_ms / 1000  # a remote provider's latency per call, to measure batching against
         self.calls = 0
         self.texts = 0
         self.connections = 0
@@ -84,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
             return
         self.server.count(len(texts))
+        if self.server.delay_seconds:
+            time.sleep(self.server.delay_seconds)
         vectors = self.server.embedder.embed(texts)
         encoded: list[Any] = vectors
         if request.get("encoding_format") == "base64":

@@ -23,11 +23,20 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8765)
         parser.add_argument("--dimensions", type=int, default=DEFAULT_DIMENSIONS)
+        parser.add_argument(
+            "--delay-ms",
+            type=float,
+            default=0.0,
+            help="answer each call this much later, like a remote provider (default: at once)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        server = LoopbackEmbedder(host=options["host"], port=options["port"], dimensions=options["dimensions"])
+        server = LoopbackEmbedder(
+            host=options["host"], port=options["port"], dimensions=options["dimensions"], delay_ms=options["delay_ms"]
+        )
         self.stdout.write(
-            f"loopback embedder on {server.url} (model {MODEL}, {options['dimensions']} dims); Ctrl-C stops it"
+            f"loopback embedder on {server.url} (model {MODEL}, {options['dimensions']} dims, "
+            f"{options['delay_ms']:g} ms a call); Ctrl-C stops it"
         )
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
