@@ -198,7 +198,8 @@ def _embed(
     store: Callable[[Row, list[float], str], int],
 ) -> int:
     vectors, model_id = embed([text_of(row) for row in rows])
-    return sum(store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True))
+    with transaction.atomic():  # one commit for the batch, not one per row; the provider call stays outside
+        return sum(store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True))
 
 
 def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> str:
@@ -210,8 +211,13 @@ def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> st
         if not embeddings.is_transient(failure):
             logger.info("%s not embedded (%s); the sweep will retry later", what, failure.tag)
             return failure.tag
-        countdown = failure.retry_after or 2 ** (task.request.retries + 2)
-        raise task.retry(exc=failure, countdown=countdown) from failure
+        raise _retry(task, failure) from failure
+
+
+def _retry(task: Any, failure: embeddings.EmbeddingFailure) -> Exception:
+    """Celery's retry of `task` after the provider's Retry-After, else an exponential backoff (4 s, 8 s, ...)."""
+    countdown = failure.retry_after or 2 ** (task.request.retries + 2)
+    return task.retry(exc=failure, countdown=countdown)  # type: ignore[no-any-return]
 
 
 def drain_queue(table: EmbeddedTable[M], task: Any, tenant_id: str) -> BackfillReport:
@@ -244,9 +250,6 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
         embedding_queue.abandon(what, tenant_id, claim_id)
         return report
 
-    def embed(texts: Sequence[str]) -> tuple[list[list[float]], str]:
-        return embeddings.embed_texts(tenant, texts)
-
     for _ in range(DRAIN_BATCHES_PER_TASK):
         ids = embedding_queue.claim(what, tenant_id, claim_id, BATCH_SIZE)
         if not ids:
@@ -259,11 +262,9 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
             embedding_queue.release(what, tenant_id, claim_id)
             continue
         try:
-            vectors, model_id = embed([table.text_of(row) for row in rows])
-            with transaction.atomic():  # one commit for the batch, not one per row
-                report.embedded += sum(
-                    table.store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True)
-                )
+            report.embedded += _embed(
+                lambda texts: embeddings.embed_texts(tenant, texts), rows, table.text_of, table.store
+            )
         except embeddings.EmbeddingFailure as failure:
             if _refuses_the_text(failure):
                 single = embed_in_batches(tenant, [[row] for row in rows], text_of=table.text_of, store=table.store)
@@ -271,8 +272,7 @@ def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_
                 for tag, count in single.failures.items():
                     report.add_failure(tag, count)
             elif embeddings.is_transient(failure) and task.request.retries < task.max_retries:
-                countdown = failure.retry_after or 2 ** (task.request.retries + 2)
-                raise task.retry(exc=failure, countdown=countdown) from failure
+                raise _retry(task, failure) from failure
             else:
                 embedding_queue.abandon(what, tenant_id, claim_id)
                 report.add_failure(failure.tag, len(rows))

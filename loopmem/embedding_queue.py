@@ -100,15 +100,10 @@ def _push(table: str, task_name: str, tenant_id: str, row_id: str) -> None:
         logger.warning("could not queue %s %s for embedding; the sweep will embed it", table, row_id)
         return
     if schedule and not queue.send_now(task_name, (tenant_id,)):
-        _forget_flag(keys)
-
-
-def _forget_flag(keys: Keys) -> None:
-    # The drain was not sent: the next write must schedule one (the ids pushed so far go with it).
-    try:
-        redis_client().delete(keys.flag)
-    except redis_outage.REDIS_ERRORS as exc:
-        redis_outage.record_failure("embedding queue flag", exc)
+        try:
+            unschedule(table, tenant_id)  # the ids pushed so far go with the next write's drain
+        except redis_outage.REDIS_ERRORS as exc:
+            redis_outage.record_failure("embedding queue flag", exc)
 
 
 def claim(table: str, tenant_id: uuid.UUID | str, claim_id: str, limit: int) -> list[str]:
@@ -119,6 +114,18 @@ def claim(table: str, tenant_id: uuid.UUID | str, claim_id: str, limit: int) -> 
         keys=[keys.pending, keys.flag, keys.claim(claim_id)], args=[limit, CLAIM_TTL_SECONDS, FLAG_TTL_SECONDS]
     )
     return [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in ids]
+
+
+def queued_rows(client: redis.Redis) -> dict[tuple[str, str], int]:
+    """Ids in every tenant's queues by (table, "pending" | "claimed"): what the metrics gauge reads at scrape time."""
+    waiting: dict[tuple[str, str], int] = {}
+    for raw_key in client.scan_iter(match=tenant_pattern("*"), count=500):
+        # loopmem:embed_queue:<tenant>:<table>:pending | ...:claim:<task id> (Keys); the flag is not a list.
+        _, _, _, table, kind, *_ = raw_key.decode().split(":")
+        if kind in ("pending", "claim"):
+            state = "pending" if kind == "pending" else "claimed"
+            waiting[(table, state)] = waiting.get((table, state), 0) + int(client.llen(raw_key))
+    return waiting
 
 
 def unschedule(table: str, tenant_id: uuid.UUID | str) -> None:

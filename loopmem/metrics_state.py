@@ -58,14 +58,7 @@ def redis_state() -> Iterable[GaugeMetricFamily]:
 
 
 def _embedding_queue(client: Any) -> GaugeMetricFamily:
-    # loopmem:embed_queue:<tenant>:<table>:pending | :claim:<task id> (loopmem.embedding_queue), all tenants.
-    waiting: dict[tuple[str, str], float] = {}
-    for raw_key in client.scan_iter(match=embedding_queue.tenant_pattern("*"), count=500):
-        parts = raw_key.decode().split(":")
-        if len(parts) < 5 or parts[4] not in ("pending", "claim"):
-            continue
-        state = "pending" if parts[4] == "pending" else "claimed"
-        waiting[(parts[3], state)] = waiting.get((parts[3], state), 0.0) + float(client.llen(raw_key))
+    waiting = embedding_queue.queued_rows(client)
     family = GaugeMetricFamily(
         "loopmem_embedding_queue_rows",
         "Rows queued for their vector (pending) or being embedded by a drain (claimed), all tenants",
