@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 _requests = threading.local()
 
 
+def in_request() -> bool:
+    """Whether this thread is serving a request whose deferred work runs after its response."""
+    return getattr(_requests, "pending", None) is not None
+
+
 def run_or_defer(call: Callable[[], object]) -> None:
     """`call()` after the current request's response is sent; at once outside a request.
 

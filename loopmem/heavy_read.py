@@ -29,7 +29,7 @@ from django.db.models.lookups import Exact
 from django.db.models.sql import Query
 from django.db.models.sql.where import AND, WhereNode
 
-from loopmem import metrics, redis_outage
+from loopmem import after_response, metrics, redis_outage
 from loopmem.errors import HeavyReadOverloaded
 
 logger = logging.getLogger(__name__)
@@ -314,10 +314,14 @@ def tenant_gate(tenant_id: uuid.UUID, *, count_shed: bool = True) -> Iterator[No
     """Admit at most HEAVY_READ_MAX_IN_FLIGHT concurrent heavy reads per tenant (a Redis semaphore).
 
     Entries expire after the statement timeout, so a killed process cannot hold a slot forever. Redis
-    trouble fails open: shedding is protection, not a dependency. Inside `request_slot` for the same tenant, the
-    request's slot admits the read: no Redis call. Two round trips otherwise: one to enter, one to leave.
+    trouble fails open: shedding is protection, not a dependency. A slot already held by this thread for the tenant
+    (`request_slot`, or an earlier read of the same request) admits the read: no Redis call. Otherwise one round trip
+    to enter. Inside a web request the slot then belongs to the request until its response is sent: later reads of
+    the request are admitted by it, and giving it back (the second round trip) waits until the client has its
+    answer (loopmem.after_response). Outside a request it is given back when the block ends.
     """
-    if tenant_id in _held_slots():
+    held = _held_slots()
+    if tenant_id in held:
         yield
         return
     key = f"{cache.key_prefix}:heavy_read:{tenant_id}"
@@ -335,20 +339,31 @@ def tenant_gate(tenant_id: uuid.UUID, *, count_shed: bool = True) -> Iterator[No
             metrics.HEAVY_READ_REJECTIONS.inc()
         raise HeavyReadOverloaded(details={"in_flight_limit": limit})
     metrics.HEAVY_READ_ADMITTED.inc()
+
+    def give_back() -> None:
+        held.discard(tenant_id)
+        redis_outage.call("heavy-read gate", lambda: redis_client().zrem(key, token), fallback=None)
+
+    if admitted and after_response.in_request():
+        held.add(tenant_id)
+        after_response.run_or_defer(give_back)
+        yield
+        return
     try:
         yield
     finally:
         if admitted:
-            redis_outage.call("heavy-read gate", lambda: redis_client().zrem(key, token), fallback=None)
+            give_back()
 
 
 @contextlib.contextmanager
 def request_slot(tenant_id: uuid.UUID) -> Iterator[None]:
-    """One gate slot for every heavy read of one request (merged recall reads its two halves under it).
+    """One gate slot for every heavy read of the block (merged recall reads its two halves under it).
 
-    Half the gate's round trips of a request that reads twice, and one request counts once against the cap. If the
-    gate refuses, the block runs without a slot and each read asks the gate itself, degrading on its own as it
-    would without this.
+    Half the gate's round trips of a block that reads twice, and it counts once against the cap. Inside a web
+    request the gate already keeps a read's slot for the whole request; this makes the block's first read take it
+    up front, and does the same for a block outside a request (a task). If the gate refuses, the block runs without
+    a slot and each read asks the gate itself, degrading on its own as it would without this.
     """
     with contextlib.ExitStack() as stack:
         try:
@@ -357,11 +372,13 @@ def request_slot(tenant_id: uuid.UUID) -> Iterator[None]:
             yield
             return
         held = _held_slots()
+        mine = tenant_id not in held  # else the request holds the slot past this block
         held.add(tenant_id)
         try:
             yield
         finally:
-            held.discard(tenant_id)
+            if mine:
+                held.discard(tenant_id)
 
 
 @functools.cache

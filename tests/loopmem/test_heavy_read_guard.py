@@ -8,9 +8,11 @@ import uuid
 
 import pytest
 from django.db.models import Q
-from django.test import override_settings
+from django.http import HttpRequest, HttpResponse
+from django.test import RequestFactory, override_settings
 
 from loopmem import heavy_read
+from loopmem.after_response import AfterResponseMiddleware
 from loopmem.errors import HeavyReadOverloaded
 from loopmem.heavy_read import UnscopedHeavyRead, assert_scoped
 from memory.models import Memory
@@ -159,6 +161,28 @@ def test_reads_inside_a_request_slot_share_its_one_slot(tenant):
     # Outside the slot the cap applies to each read again.
     with heavy_read.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
         pass
+
+
+@heavy_db
+@override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
+def test_inside_a_web_request_the_slot_is_the_requests_until_its_response_is_sent(tenant):
+    seen: list[int] = []
+
+    def view(request: HttpRequest) -> HttpResponse:
+        with heavy_read.tenant_gate(tenant.id):
+            pass
+        seen.append(in_flight(tenant.id))  # the read is over; its slot is still the request's
+        with heavy_read.tenant_gate(tenant.id):  # a second read of the request: admitted by it, at a cap of 1
+            seen.append(in_flight(tenant.id))
+        return HttpResponse()
+
+    response = AfterResponseMiddleware(view)(RequestFactory().post("/api/v1/memory/recall"))
+    assert seen == [1, 1]
+    assert in_flight(tenant.id) == 1  # the answer is ready; the slot goes back once it is sent
+    response.close()  # what the WSGI server does once it has written the response
+    assert in_flight(tenant.id) == 0
+    with heavy_read.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+        pass  # the thread holds nothing any more: the cap applies to each read again
 
 
 @heavy_db
