@@ -19,7 +19,7 @@ from loopmem.secret_policy import holds_secret
 from memory.models import Memory
 from memory.promotion.compilers import EVAL_SUBJECT_ID, Candidate
 from memory.selectors import recall_by_vector
-from memory.services import lock_subject_quota, memory_supersede
+from memory.services import lock_subject_quota_and_count_live, memory_supersede
 
 NEAR_DUP_POOL = 10
 _NEAR_DUP_SUPERSEDE = Actor.system("promotion near-duplicate supersede")
@@ -130,11 +130,11 @@ def _insert_promoted(
     on_written: Callable[[uuid.UUID], None],
 ) -> None:
     with transaction.atomic():
-        lock_subject_quota(scope)
+        live = lock_subject_quota_and_count_live(scope)
         if _promoted_exists(scope, content_hash):
             summary.deduped += 1
             return
-        if Memory.objects.for_scope(scope).live().count() >= settings.MEMORY_QUOTA:
+        if live >= settings.MEMORY_QUOTA:
             raise PromotionQuotaExceeded(summary)
         memory = Memory(
             id=uuid.uuid4(),

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from loopmem.scope import Scope
 from memory.models import Memory
-from memory.services import memory_remember
+from memory.services import live_count_query, memory_remember
 
 
 @pytest.fixture
@@ -29,9 +29,12 @@ def crowded(tenant):
 def _count_sent_by_remember(scope: Scope) -> str:
     with CaptureQueriesContext(connection) as captured:
         memory_remember(scope=scope, text="one more")
-    counts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT COUNT(*)")]
-    assert len(counts) == 1, captured.captured_queries
-    return counts[0]
+    # One statement locks the subject and counts (memory 0014's function); the count is sent as its argument.
+    calls = [q["sql"] for q in captured.captured_queries if "loopmem_count_after_lock" in q["sql"]]
+    assert len(calls) == 1, captured.captured_queries
+    count_sql = live_count_query(scope)
+    assert count_sql.replace("'", "''") in calls[0]
+    return count_sql
 
 
 def test_the_live_count_is_an_index_only_scan_of_the_subject(tenant, crowded):
