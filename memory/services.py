@@ -127,22 +127,14 @@ def lock_subject_quota(scope: Scope) -> None:
 def lock_subject_quota_and_count_live(scope: Scope) -> int:
     """`lock_subject_quota`, then the subject's live rows counted, in one round trip instead of two.
 
-    The count runs inside `loopmem_count_after_lock` (migration memory 0014), after the lock is granted and on a
+    The count runs inside `loopmem_lock_and_count_live` (migration memory 0014) after the lock is granted, on a
     snapshot taken then, so it sees every row a writer committed before giving the lock up.
     """
-    arguments: list[int | str] = [*_quota_lock_key(scope), live_count_query(scope)]
+    arguments: list[int | str] = [*_quota_lock_key(scope), str(scope.tenant_id), scope.subject_id]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT loopmem_count_after_lock(%s, %s, %s)", arguments)
+        cursor.execute("SELECT loopmem_lock_and_count_live(%s, %s, %s::uuid, %s)", arguments)
         row = cursor.fetchone()
     return int(row[0])
-
-
-def live_count_query(scope: Scope) -> str:
-    """The SQL, parameters inlined, that counts the subject's live rows: the ORM's own `live()` rows."""
-    live = Memory.objects.for_scope(scope).live().order_by().values("pk")
-    sql, params = live.query.sql_with_params()
-    # PostgreSQL's operations have compose_sql (psycopg's mogrify); the stubs know only the base class.
-    return str(connection.ops.compose_sql(f"SELECT count(*) FROM ({sql}) AS live", params))  # type: ignore[attr-defined]
 
 
 def _quota_lock_key(scope: Scope) -> tuple[int, int]:

@@ -97,4 +97,4 @@ def test_the_quota_count_is_the_subjects_live_rows(tenant, other_tenant):
     memory_remember(scope=Scope(tenant_id=tenant.id, subject_id="someone else"), text="theirs")
     memory_remember(scope=Scope(tenant_id=other_tenant.id, subject_id="counted"), text="another tenant's")
     with transaction.atomic():
-        assert lock_subject_quota_and_count_live(scope) == 2
+        assert lock_subject_quota_and_count_live(scope) == Memory.objects.for_scope(scope).live().count() == 2

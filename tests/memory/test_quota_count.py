@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from loopmem.scope import Scope
 from memory.models import Memory
-from memory.services import live_count_query, memory_remember
+from memory.services import memory_remember
 
 
 @pytest.fixture
@@ -26,26 +26,33 @@ def crowded(tenant):
         cursor.execute("ANALYZE memories")
 
 
-def _count_sent_by_remember(scope: Scope) -> str:
+def _the_functions_count(scope: Scope) -> tuple[str, list[object]]:
+    """The count inside `loopmem_lock_and_count_live` (memory 0014), with the scope's values for its arguments."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prosrc FROM pg_proc WHERE proname = 'loopmem_lock_and_count_live'")
+        (body,) = cursor.fetchone()
+    count = body[body.index("SELECT count(*)") : body.rindex(")")]
+    return count.replace("= tenant", "= %s").replace("= subject", "= %s"), [scope.tenant_id, scope.subject_id]
+
+
+def test_a_remember_checks_the_quota_in_one_statement(tenant):
     with CaptureQueriesContext(connection) as captured:
-        memory_remember(scope=scope, text="one more")
-    # One statement locks the subject and counts (memory 0014's function); the count is sent as its argument.
-    calls = [q["sql"] for q in captured.captured_queries if "loopmem_count_after_lock" in q["sql"]]
-    assert len(calls) == 1, captured.captured_queries
-    count_sql = live_count_query(scope)
-    assert count_sql.replace("'", "''") in calls[0]
-    return count_sql
+        memory_remember(scope=Scope(tenant_id=tenant.id, subject_id="agent-a"), text="one more")
+    sent = [q["sql"] for q in captured.captured_queries]
+    assert sum("loopmem_lock_and_count_live" in sql for sql in sent) == 1, sent
+    assert not any("pg_advisory_xact_lock" in sql or sql.startswith("SELECT COUNT(*)") for sql in sent), sent
 
 
 def test_the_live_count_is_an_index_only_scan_of_the_subject(tenant, crowded):
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    count_sql = _count_sent_by_remember(scope)
+    memory_remember(scope=scope, text="one more")
+    count_sql, params = _the_functions_count(scope)
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {count_sql}")
+        cursor.execute(f"EXPLAIN {count_sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Only Scan using memories_subject_cover_idx" in plan, plan
     with connection.cursor() as cursor:
-        cursor.execute(count_sql)
+        cursor.execute(count_sql, params)
         (live,) = cursor.fetchone()
     assert live == Memory.objects.for_scope(scope).live().count() == 20 - 5 + 1
 
