@@ -26,13 +26,13 @@ def crowded(tenant):
         cursor.execute("ANALYZE memories")
 
 
-def _the_functions_count(scope: Scope) -> tuple[str, list[object]]:
+def _the_functions_count(scope: Scope) -> tuple[str, list[str]]:
     """The count inside `loopmem_lock_and_count_live` (memory 0014), with the scope's values for its arguments."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT prosrc FROM pg_proc WHERE proname = 'loopmem_lock_and_count_live'")
         (body,) = cursor.fetchone()
     count = body[body.index("SELECT count(*)") : body.rindex(")")]
-    return count.replace("= tenant", "= %s").replace("= subject", "= %s"), [scope.tenant_id, scope.subject_id]
+    return count.replace("= tenant", "= %s").replace("= subject", "= %s"), [str(scope.tenant_id), scope.subject_id]
 
 
 def test_a_remember_checks_the_quota_in_one_statement(tenant):
