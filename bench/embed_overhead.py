@@ -1,5 +1,9 @@
 """What an embedding call costs over the provider's own round trip, against a loopback server that answers at once.
 
+The server runs in this process (a thread) or is one already running (`manage.py loopback_embedder`, the one the
+served benchmark uses): a provider in its own process is the served case, with no handler thread in the client's
+process to share its GIL.
+
 Each sample is a pair, run back to back on the same warm connection state: a raw HTTP POST of the body the SDK
 sends (stdlib `http.client`, one kept-alive connection; the answer read, not decoded), then `embed_texts` for a
 tenant on the `openai` provider pointed at the same server (the cached SDK client, the circuit breaker (a Redis
@@ -18,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench.harness import BENCH_RATE_LIMIT, percentiles
-from bench.loopback_embedder import MODEL, LoopbackEmbedder
+from bench.loopback_embedder import MODEL
 from loopmem import embeddings
 from loopmem.models import Tenant
 from loopmem.services import tenant_set_provider
@@ -67,15 +71,26 @@ class RawClient:
         self._connection.close()
 
 
-def measure(server: LoopbackEmbedder, *, calls: int, warmup: int = 20) -> dict[str, Any]:
+def connections_opened(base_url: str) -> int:
+    """How many TCP connections the loopback server at `base_url` has accepted so far (its `/stats`)."""
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=10)
+    try:
+        connection.request("GET", "/stats")
+        return int(json.loads(connection.getresponse().read())["connections"])
+    finally:
+        connection.close()
+
+
+def measure(base_url: str, *, calls: int, warmup: int = 20) -> dict[str, Any]:
     """p50/p95/p99 of the raw round trip, of `embed_texts`, and of their difference, pair by pair."""
-    tenant = loopback_tenant(base_url=server.url)
-    raw = RawClient(server.url)
+    tenant = loopback_tenant(base_url=base_url)
+    raw = RawClient(base_url)
     texts = [f"what did we decide about deploy {n}" for n in range(calls + warmup)]
     raw_ms: list[float] = []
     service_ms: list[float] = []
     overhead_ms: list[float] = []
-    connections_before = server.connections
+    connections_before = connections_opened(base_url)
     try:
         for number, text in enumerate(texts):
             started = time.perf_counter()
@@ -97,6 +112,7 @@ def measure(server: LoopbackEmbedder, *, calls: int, warmup: int = 20) -> dict[s
         "embed_texts_ms": percentiles(service_ms),
         "overhead_ms": overhead,
         # One for the raw client, one for the SDK's pool: more means a connection per call (no keep-alive).
-        "connections_opened": server.connections - connections_before,
+        # Each /stats probe counts its own connection before it answers: the later probe's is taken off.
+        "connections_opened": connections_opened(base_url) - connections_before - 1,
         "goal_overhead_le_1ms": {q: overhead[q] <= GOAL_OVERHEAD_MS for q in ("p50", "p95")},
     }
