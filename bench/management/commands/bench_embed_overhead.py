@@ -46,8 +46,9 @@ def _load() -> list[float]:
 
 def render(summary: dict[str, Any]) -> str:
     lines = [
-        f"{summary['calls']} pairs against a loopback embedder in {summary['embedder']}; load average before {summary['load_average_before']}, "
-        f"after {summary['load_average_after']}; connections opened {summary['connections_opened']} (2 = kept alive)",
+        f"{summary['calls']} pairs against a loopback embedder in {summary['embedder']}; load average before "
+        f"{summary['load_average_before']}, after {summary['load_average_after']}; "
+        f"connections opened {summary['connections_opened']} (2 = kept alive)",
         f"{'series':<36}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'mean':>8}",
     ]
     for label, key in (
