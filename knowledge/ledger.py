@@ -2,7 +2,7 @@
 
 Ledger writes are synchronous and best-effort: a failure is logged and reported to the caller as False,
 never raised, so a search or a read is never failed by its own bookkeeping. Their commits do not wait for the disk
-(`_commit_without_waiting_for_the_disk`).
+(`loopmem.async_commit`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from knowledge.models import Article, ArticleAccessEvent, RetrievalMetricsSnapshot
+from loopmem import async_commit
 from loopmem.secret_scan import redact, scan
 from projects.selectors import project_in_tenant
 
@@ -141,26 +142,12 @@ def _write(rows: list[ArticleAccessEvent], *, what: str) -> bool:
         own_transaction = not transaction.get_connection().in_atomic_block
         with transaction.atomic():
             if own_transaction:
-                _commit_without_waiting_for_the_disk()
+                async_commit.commit_without_waiting_for_the_disk()
             ArticleAccessEvent.objects.bulk_create(rows)
     except DatabaseError:
         logger.warning("access ledger write failed (%s); the read goes on", what, exc_info=True)
         return False
     return True
-
-
-def _commit_without_waiting_for_the_disk() -> None:
-    """Commit this transaction asynchronously: visible at once, durable a moment later (PostgreSQL's
-    `synchronous_commit = off`, for this transaction only).
-
-    Every search and recall writes ledger rows before it answers, and the commit's wait for the WAL flush was its
-    slowest part (p95 ~3.5 ms against ~0.15 ms asynchronously, embedded PostgreSQL on this machine). The ledger is
-    bookkeeping: a crash of the database server may lose its last fraction of a second of rows, never corrupt them,
-    and never a memory or an article. Only a transaction the ledger opens itself is relaxed: in a caller's
-    transaction SET LOCAL would relax the caller's own writes too.
-    """
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit TO off")
 
 
 # --- Retrieval metrics -------------------------------------------------------------------------------------

@@ -3,15 +3,20 @@ models, services and the scope read principals; only `loopmem.auth` speaks HTTP.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from loopmem import after_response, async_commit
 from loopmem.errors import (
     Forbidden,
     ImpersonationTenantNotFound,
@@ -22,6 +27,8 @@ from loopmem.key_lookup import key_with_tenant
 from loopmem.models import ApiKey, Tenant
 
 IMPERSONATE_HEADER = "HTTP_X_IMPERSONATE_TENANT"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,10 +87,24 @@ def _impersonation_target(id_or_slug: str) -> Tenant:
 
 
 def _touch_last_used(api_key: ApiKey, now: Any) -> None:
-    # At most one write per key per resolution window, so authentication stays a read on the hot path.
+    # At most one write per key per resolution window, so authentication stays a read on the hot path; and that one
+    # write waits for neither the response nor the disk: a key's first use in a window (every request of an agent
+    # that calls less often than once a minute) would otherwise pay an UPDATE and its commit's WAL flush.
     stale_before = now - timedelta(seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS)
     if api_key.last_used_at is not None and api_key.last_used_at > stale_before:
         return
-    ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), id=api_key.id).update(
-        last_used_at=now
-    )
+    after_response.run_or_defer(functools.partial(_record_last_used, api_key.id, stale_before, now))
+
+
+def _record_last_used(key_id: uuid.UUID, stale_before: Any, now: Any) -> None:
+    """Bookkeeping: a failure is logged, never raised (the request it belongs to has its answer)."""
+    try:
+        own_transaction = not transaction.get_connection().in_atomic_block
+        with transaction.atomic():
+            if own_transaction:  # never relax a caller's transaction (outside a request this runs at once)
+                async_commit.commit_without_waiting_for_the_disk()
+            ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), id=key_id).update(
+                last_used_at=now
+            )
+    except DatabaseError:
+        logger.warning("recording key %s's last use failed", key_id, exc_info=True)

@@ -5,9 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import DatabaseError, connection
+from django.http import HttpResponse
+from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from loopmem import after_response
+from loopmem.after_response import AfterResponseMiddleware
 from loopmem.models import ApiKey
+from loopmem.principal import principal_for_key
 from loopmem.services import api_key_revoke
 from tests.conftest import error
 
@@ -72,3 +79,41 @@ def test_successful_request_records_last_used_at(client_for, agent_key):
     client_for(agent_key).get("/api/v1/projects")
     agent_key.api_key.refresh_from_db()
     assert agent_key.api_key.last_used_at == first
+
+
+@pytest.mark.django_db
+def test_a_keys_last_use_is_written_after_the_response_not_before(agent_key):
+    seen_while_answering = []
+
+    def view(request):
+        principal_for_key(raw_key=agent_key.raw_key, impersonate=None)
+        seen_while_answering.append(ApiKey.objects.get(id=agent_key.api_key.id).last_used_at)
+        return HttpResponse()
+
+    AfterResponseMiddleware(view)(RequestFactory().get("/api/v1/projects"))
+    assert seen_while_answering == [None]
+    after_response.flush()  # what the response's close (request_finished) runs once the client has its answer
+    agent_key.api_key.refresh_from_db()
+    assert agent_key.api_key.last_used_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_keys_last_use_commits_without_waiting_for_the_disk(agent_key):
+    with CaptureQueriesContext(connection) as captured:
+        principal_for_key(raw_key=agent_key.raw_key, impersonate=None)  # outside a request: written at once
+    statements = [query["sql"] for query in captured.captured_queries]
+    relaxed = statements.index("SET LOCAL synchronous_commit TO off")
+    assert statements[relaxed + 1].startswith("UPDATE")
+    agent_key.api_key.refresh_from_db()
+    assert agent_key.api_key.last_used_at is not None
+
+
+@pytest.mark.django_db
+def test_a_failed_last_use_write_is_logged_not_raised(agent_key, monkeypatch, caplog):
+    def refuse(*args, **kwargs):
+        raise DatabaseError("disk full")
+
+    monkeypatch.setattr(ApiKey.objects, "filter", refuse)
+    principal = principal_for_key(raw_key=agent_key.raw_key, impersonate=None)
+    assert principal.api_key.id == agent_key.api_key.id
+    assert "last use failed" in caplog.text
