@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -13,10 +14,11 @@ from bench import loopback_embedder
 pytestmark = pytest.mark.django_db
 
 
-def _run(*args: str) -> dict:
+def _run(*args: str) -> dict[str, Any]:
     out = io.StringIO()
     call_command("bench_embed_overhead", "--calls", "5", "--json", *args, stdout=out)
-    return json.loads(out.getvalue())
+    summary: dict[str, Any] = json.loads(out.getvalue())
+    return summary
 
 
 def test_the_benchmark_starts_its_own_embedder_and_keeps_both_connections_alive():
