@@ -248,14 +248,31 @@ class ScopedSession(_HeavySession):
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return list(queryset.using(HEAVY_READ_ALIAS))
 
-    def count(self, queryset: models.QuerySet[M]) -> int:
-        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
-        return queryset.using(HEAVY_READ_ALIAS).count()
+    def count_all(self, model: type[models.Model]) -> int:
+        """How many rows of `model` the scope holds, every row (the subject's size): static SQL, no ORM.
+
+        The ORM compiled the same two-column count on every call, and compiling cost more than running it (~0.8 against
+        ~0.3 ms on a 100-row subject, 200k-row table); every recall of a subject new to the process paid it. Its WHERE
+        is the scope itself, bound from this session's own tenant and subject: scoped by construction.
+        """
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute(_count_all_sql(model), [self._tenant_id, self._subject_id])
+            (count,) = cursor.fetchone()
+        return int(count)
 
     def aggregate(self, queryset: models.QuerySet[M], **aggregates: Any) -> dict[str, Any]:
         """Aggregates over the scoped rows (the keyword lane's term statistics)."""
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return queryset.using(HEAVY_READ_ALIAS).aggregate(**aggregates)
+
+
+@functools.cache
+def _count_all_sql(model: type[models.Model]) -> str:
+    quote = connections[HEAVY_READ_ALIAS].ops.quote_name
+    columns = {field.name: field.column for field in model._meta.concrete_fields}
+    table = quote(model._meta.db_table)
+    tenant, subject = (f"{table}.{quote(str(columns[name]))}" for name in ("tenant", "subject_id"))
+    return f"SELECT count(*) FROM {table} WHERE {tenant} = %s AND {subject} = %s"
 
 
 @contextlib.contextmanager

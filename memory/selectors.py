@@ -239,7 +239,7 @@ def subject_size(session: heavy_read.ScopedSession, scope: Scope) -> int:
     key = (scope.tenant_id, scope.subject_id)
     size = subject_sizes.get(key)
     if size is None:
-        size = session.count(Memory.objects.for_scope(scope))
+        size = session.count_all(Memory)
         subject_sizes.put(key, size)
     return size
 
