@@ -8,6 +8,7 @@ here directly (the one exception to "settings read the environment").
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,19 @@ def on_starting(server: Any) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
         for stale in Path(directory).glob("*.db"):
             stale.unlink()
+
+
+def post_worker_init(worker: Any) -> None:
+    """Load the views, then move every object loaded so far out of the garbage collector's sight (`gc.freeze`).
+
+    A worker holds ~190,000 long-lived objects (Django, DRF, the app's modules): a full collection scanned all of
+    them, ~80 ms, inside whichever request triggered it (about one in 550 recalls). Frozen, it scans only what was
+    made since (2.4 ms measured). Modules are never unloaded, so freezing them leaks nothing.
+    """
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 -- imports every view now, so they are frozen too
+    gc.freeze()
 
 
 def child_exit(server: Any, worker: Any) -> None:
