@@ -4,7 +4,10 @@ One Celery task per written row costs a kombu publish in the web worker and a co
 in the Celery worker: ~7 ms of CPU per write on this machine (issue 20), competing with the requests for the same
 cores. Here a write pushes its row id onto its tenant's pending list, and a drain task is sent only when none is
 scheduled (a flag set with the push, in one script). The drain claims up to `limit` ids at a time and embeds them in
-one provider call, so a burst of writes costs one task and a few batched calls.
+one provider call, so a burst of writes costs one task and a few batched calls. It runs EMBEDDING_DRAIN_DELAY_SECONDS
+(0.1 s) after the write that scheduled it: sent at once, a drain found one or two rows under a steady write stream,
+and every drain's task, provider call and transaction competed with the next requests for the cores (served
+remember p95 8.18-10.24 ms with the delay, 9.63-11.91 without, 1,000 writes on one subject, alternated).
 
 Nothing is lost on a crash:
 - A drain claims ids into a list named after its task id. A worker killed mid-batch leaves the claim; the broker
@@ -24,6 +27,7 @@ import uuid
 from typing import Any
 
 import redis
+from django.conf import settings
 from django.db import transaction
 
 from loopmem import after_response, queue, redis_outage
@@ -99,7 +103,7 @@ def _push(table: str, task_name: str, tenant_id: str, row_id: str) -> None:
         redis_outage.record_failure("embedding queue push", exc)
         logger.warning("could not queue %s %s for embedding; the sweep will embed it", table, row_id)
         return
-    if schedule and not queue.send_now(task_name, (tenant_id,)):
+    if schedule and not queue.send_now(task_name, (tenant_id,), countdown=settings.EMBEDDING_DRAIN_DELAY_SECONDS):
         try:
             unschedule(table, tenant_id)  # the ids pushed so far go with the next write's drain
         except redis_outage.REDIS_ERRORS as exc:

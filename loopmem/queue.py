@@ -32,8 +32,9 @@ def send(task_name: str, args: tuple[Any, ...]) -> None:
     after_response.run_or_defer(functools.partial(send_now, task_name, args))
 
 
-def send_now(task_name: str, args: tuple[Any, ...]) -> bool:
+def send_now(task_name: str, args: tuple[Any, ...], *, countdown: float = 0) -> bool:
     """Send now (outside any transaction), logging instead of raising when the broker is unreachable; True if sent.
+    `countdown`: seconds the worker waits before running it (the message itself goes now).
 
     Bounded: no publish retry, and the broker's socket timeouts (settings). While `redis_outage` knows Redis is
     down the send is skipped outright, so the write's answer never waits on a hung broker more than once.
@@ -42,7 +43,7 @@ def send_now(task_name: str, args: tuple[Any, ...]) -> bool:
         logger.warning("redis down, not enqueueing %s%r; its sweep will pick it up", task_name, args)
         return False
     try:
-        current_app.send_task(task_name, args=args, retry=False)
+        current_app.send_task(task_name, args=args, retry=False, countdown=countdown or None)
     except redis_outage.REDIS_ERRORS as exc:
         redis_outage.record_failure("celery publish", exc)
         logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args)

@@ -257,6 +257,10 @@ if LLM_PROVIDER not in LLM_PROVIDERS:
 # 0 in either disables it. About 3 KB an entry at 384 dimensions, 12 KB at 1536.
 QUERY_EMBEDDING_CACHE_SIZE = env_int("LOOPMEM_QUERY_EMBEDDING_CACHE_SIZE", 1024)
 QUERY_EMBEDDING_CACHE_TTL_SECONDS = env_float("LOOPMEM_QUERY_EMBEDDING_CACHE_TTL_SECONDS", 300.0)
+# How long a tenant's embedding drain waits after the write that schedules it (loopmem/embedding_queue.py): the writes
+# of that moment go in one task, one provider call and one transaction, not one drain each. It is also how much later
+# a write is searchable by meaning. 0 sends the drain at once.
+EMBEDDING_DRAIN_DELAY_SECONDS = env_float("LOOPMEM_EMBEDDING_DRAIN_DELAY_SECONDS", 0.1)
 
 # --- Memory knobs ----------------------------------------------------------------------------------------
 MEMORY_QUOTA = env_int("LOOPMEM_MEMORY_QUOTA", 10_000)

@@ -191,3 +191,32 @@ def test_a_drain_that_crashes_unexpectedly_unblocks_the_next_write(tenant, write
     with pytest.raises(RuntimeError):
         tasks.embed_pending_memories_task(str(tenant.id))
     assert queued(tenant) == ([], False)
+
+
+@pytest.fixture
+def countdowns(monkeypatch):
+    """The countdown of each task sent (None: at once)."""
+    sent: list[float | None] = []
+    monkeypatch.setattr(current_app, "send_task", lambda name, args=(), **kw: sent.append(kw.get("countdown")))
+    return sent
+
+
+def test_the_drain_a_write_schedules_waits_for_the_writes_of_that_moment(tenant, write, provider, countdowns, settings):
+    settings.EMBEDDING_DRAIN_DELAY_SECONDS = 0.1
+    write("alpha", "beta")
+    assert countdowns == [0.1]  # one drain for both, run 0.1 s later
+
+
+def test_a_delay_of_zero_sends_the_drain_at_once(tenant, write, provider, countdowns, settings):
+    settings.EMBEDDING_DRAIN_DELAY_SECONDS = 0
+    write("alpha")
+    assert countdowns == [None]
+
+
+def test_a_drain_that_queues_itself_again_runs_at_once(tenant, write, provider, countdowns, settings, monkeypatch):
+    settings.EMBEDDING_DRAIN_DELAY_SECONDS = 0.1
+    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 1)
+    monkeypatch.setattr("loopmem.embedding_pipeline.DRAIN_BATCHES_PER_TASK", 1)
+    write("a", "b")
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert countdowns == [0.1, None]  # the backlog is already waiting: no reason to wait again
