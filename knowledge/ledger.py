@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -139,10 +139,7 @@ def _write(rows: list[ArticleAccessEvent], *, what: str) -> bool:
         return True
     try:
         # A savepoint: a failed ledger write must not poison a transaction the caller may hold.
-        own_transaction = not transaction.get_connection().in_atomic_block
-        with transaction.atomic():
-            if own_transaction:
-                async_commit.commit_without_waiting_for_the_disk()
+        with async_commit.bookkeeping_atomic():
             ArticleAccessEvent.objects.bulk_create(rows)
     except DatabaseError:
         logger.warning("access ledger write failed (%s); the read goes on", what, exc_info=True)

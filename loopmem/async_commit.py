@@ -9,7 +9,21 @@ would relax the caller's own writes too.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from django.db import transaction
+
+
+@contextlib.contextmanager
+def bookkeeping_atomic() -> Iterator[None]:
+    """An atomic block for bookkeeping: in a transaction of its own it commits without waiting for the disk; inside
+    a caller's transaction it is a savepoint, and the caller's commit is left as it was."""
+    own_transaction = not transaction.get_connection().in_atomic_block
+    with transaction.atomic():
+        if own_transaction:
+            commit_without_waiting_for_the_disk()
+        yield
 
 
 def commit_without_waiting_for_the_disk() -> None:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -99,10 +99,7 @@ def _touch_last_used(api_key: ApiKey, now: Any) -> None:
 def _record_last_used(key_id: uuid.UUID, stale_before: Any, now: Any) -> None:
     """Bookkeeping: a failure is logged, never raised (the request it belongs to has its answer)."""
     try:
-        own_transaction = not transaction.get_connection().in_atomic_block
-        with transaction.atomic():
-            if own_transaction:  # never relax a caller's transaction (outside a request this runs at once)
-                async_commit.commit_without_waiting_for_the_disk()
+        with async_commit.bookkeeping_atomic():  # outside a request this runs at once, maybe in a caller's transaction
             ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), id=key_id).update(
                 last_used_at=now
             )
