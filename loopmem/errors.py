@@ -126,6 +126,14 @@ class AlreadySuperseded(DomainError):
     status, code, default_message = 409, "already_superseded", "The memory is already superseded by another memory"
 
 
+class LengthRequired(DomainError):
+    status, code, default_message = (
+        411,
+        "length_required",
+        "A chunked body cannot be read by this server; send the body with a Content-Length",
+    )
+
+
 class PayloadTooLarge(DomainError):
     """The body is over the route's size limit; refused before it is read, let alone parsed."""
 
@@ -320,6 +328,16 @@ class InvalidText(DomainError):
         400,
         "invalid_text",
         "Text may not contain NUL characters or lone UTF-16 surrogates",
+    )
+
+
+class InvalidNumber(DomainError):
+    """A JSON number PostgreSQL's jsonb cannot hold: NaN, ±Infinity, or a literal that overflows a double."""
+
+    status, code, default_message = (
+        422,
+        "invalid_number",
+        "JSON numbers must be finite (NaN, Infinity and literals that overflow a double cannot be stored)",
     )
 
 

@@ -16,14 +16,13 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from loopmem.edge import MAX_JSON_DEPTH, check_json
+from loopmem.edge import loads_json
 from loopmem.errors import (
     InvalidMemoryId,
     InvalidQuery,
     InvalidReScope,
     InvalidSessionId,
     MissingSessionId,
-    TooDeeplyNested,
     ValidationFailed,
 )
 from loopmem.inputs import (
@@ -77,14 +76,24 @@ class TierIn(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
-class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
-    """POST /api/v1/memory, long-term tier."""
+# --- A memory's writable fields: one definition each, for remember, import lines and corrections alike ---------
 
-    text = TextField(trim_whitespace=False)
-    confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
-    tags = TagsField()
-    metadata = serializers.DictField(required=False, allow_null=True)
-    source_session_id = TextField(max_length=200, required=False, allow_null=True, allow_blank=True)
+
+def memory_text(*, required: bool = True) -> TextField:
+    return TextField(trim_whitespace=False, required=required)
+
+
+def memory_confidence(**kwargs: Any) -> StrictFloatField:
+    return StrictFloatField(min_value=0.0, max_value=1.0, **kwargs)
+
+
+def memory_metadata() -> serializers.DictField:
+    return serializers.DictField(required=False, allow_null=True)
+
+
+class MemoryFieldRules:
+    """The rules after parsing, shared by every serializer declaring the fields above (DRF calls `validate_<name>`):
+    text is not blank and at most 100,000 bytes; null tags and metadata are empty."""
 
     def validate_text(self, value: str) -> str:
         return validate_text_bytes(value)
@@ -94,6 +103,16 @@ class RememberIn(serializers.Serializer):  # type: ignore[type-arg]
 
     def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any]:
         return value or {}
+
+
+class RememberIn(MemoryFieldRules, serializers.Serializer):  # type: ignore[type-arg]
+    """POST /api/v1/memory, long-term tier."""
+
+    text = memory_text()
+    confidence = memory_confidence(default=1.0)
+    tags = TagsField()
+    metadata = memory_metadata()
+    source_session_id = TextField(max_length=200, required=False, allow_null=True, allow_blank=True)
 
     def validate_source_session_id(self, value: str | None) -> str | None:
         return value or None
@@ -171,7 +190,7 @@ class SessionTurnIn(serializers.Serializer):  # type: ignore[type-arg]
     session_id = SessionIdText(trim_whitespace=False)
     role = serializers.ChoiceField(choices=SessionTurn.Role.choices)
     content = TextField(trim_whitespace=False)
-    metadata = serializers.DictField(required=False, allow_null=True)
+    metadata = memory_metadata()
     expires_at = ExpiresAtField(required=False, allow_null=True)
 
     def validate_session_id(self, value: str) -> str:
@@ -244,8 +263,17 @@ class FilterTagsField(serializers.ListField):
             values = dictionary.getlist(self.field_name)
             if not values:
                 return empty
-            return [part for value in values for part in str(value).split(",") if part != ""]
+            parts = [part for value in values for part in str(value).split(",")]
+            # Empty parts (`a,,b`, a bare `tags=`) narrow nothing, but they count toward the bound: more parts
+            # than it is a flood however many are empty.
+            return parts if len(parts) > MAX_FILTER_TAGS else [part for part in parts if part != ""]
         return super().get_value(dictionary)
+
+    def to_internal_value(self, data: Any) -> list[Any]:
+        # The bound first, so a flood of empty parts is refused for its size, not item by item.
+        if isinstance(data, list) and len(data) > MAX_FILTER_TAGS:
+            self.fail("max_length", max_length=MAX_FILTER_TAGS)
+        return list(super().to_internal_value(data))
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
@@ -257,7 +285,7 @@ class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, str):
             try:
-                data = json.loads(data)
+                data = loads_json(data, where=f"query.{self.field_name}")
             except ValueError:
                 self.fail("invalid")
         if not isinstance(data, dict):
@@ -418,24 +446,14 @@ class MemoryListIn(MemoryFiltersIn):
 PATCH_FIELDS = ("text", "confidence", "tags", "metadata")
 
 
-class MemoryPatchIn(serializers.Serializer):  # type: ignore[type-arg]
-    """PATCH /api/v1/memory/:id: at least one of the fields; any other field is refused."""
+class MemoryPatchIn(MemoryFieldRules, serializers.Serializer):  # type: ignore[type-arg]
+    """PATCH /api/v1/memory/:id: at least one of the fields, each under remember's rules; any other field is
+    refused."""
 
-    text = serializers.CharField(trim_whitespace=False, required=False)
-    confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False)
-    tags = serializers.ListField(
-        child=serializers.CharField(max_length=200, trim_whitespace=False), required=False, allow_null=True
-    )
-    metadata = serializers.DictField(required=False, allow_null=True)
-
-    def validate_text(self, value: str) -> str:
-        return validate_text_bytes(value)
-
-    def validate_tags(self, value: list[str] | None) -> list[str]:
-        return value or []
-
-    def validate_metadata(self, value: dict[str, Any] | None) -> dict[str, Any]:
-        return value or {}
+    text = memory_text(required=False)
+    confidence = memory_confidence(required=False)
+    tags = TagsField()
+    metadata = memory_metadata()
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -527,26 +545,21 @@ def import_rows(raw: bytes) -> list[ImportRow]:
     except UnicodeDecodeError:
         raise ValidationFailed(details={"body": ["must be UTF-8 text"]}) from None
     items: list[tuple[int, Any]] = []
+    # The edge's rules (NUL, lone surrogates, numbers jsonb cannot hold, depth) hold for imported lines too.
     if text.lstrip().startswith("["):
         try:
-            parsed = json.loads(text)
+            parsed = loads_json(text)
         except ValueError as exc:
             raise ValidationFailed(details={"body": [f"not a JSON array: {exc}"]}) from None
-        except RecursionError:
-            raise TooDeeplyNested(details={"max_depth": MAX_JSON_DEPTH}) from None
         items = list(enumerate(parsed, start=1))
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                items.append((number, json.loads(line)))
+                items.append((number, loads_json(line, where=f"line {number}")))
             except ValueError:
                 raise ValidationFailed(details={f"line {number}": ["not valid JSON"]}) from None
-            except RecursionError:
-                raise TooDeeplyNested(details={"max_depth": MAX_JSON_DEPTH}) from None
-    for _, item in items:
-        check_json(item)  # the edge's rules (NUL, lone surrogates, depth) hold for imported lines too
     rows: list[ImportRow] = []
     errors: dict[str, Any] = {}
     origins: set[uuid.UUID] = set()
@@ -640,7 +653,10 @@ class PromotionJobOut(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 def validate_text_bytes(value: str) -> str:
-    """Memory text and session content: at most 100,000 bytes (not characters)."""
+    """Memory text and session content: not blank (whitespace alone is blank, as "" is) and at most 100,000 bytes
+    (not characters)."""
+    if not value.strip():
+        raise serializers.ValidationError("This field may not be blank.", code="blank")
     size = len(value.encode())
     if size > MAX_TEXT_BYTES:
         raise serializers.ValidationError(f"exceeds maximum size of {MAX_TEXT_BYTES} bytes (got {size})")

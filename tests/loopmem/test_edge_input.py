@@ -153,3 +153,158 @@ def test_tags_are_bounded_in_count_and_length(agent):
     long_tag = agent.post("/api/v1/memory", {"text": "ok", "tags": ["x" * 201]}, format="json")
     assert long_tag.status_code == 422
     assert agent.post("/api/v1/memory", {"text": "ok", "tags": ["t"] * 64}, format="json").status_code == 201
+
+
+INVALID_NUMBER = "JSON numbers must be finite (NaN, Infinity and literals that overflow a double cannot be stored)"
+
+
+def invalid_number(field: str) -> dict[str, Any]:
+    return error(422, "invalid_number", INVALID_NUMBER, {"field": field})
+
+
+NON_FINITE_BODIES = [
+    ("POST", "/api/v1/memory", '{"text": "ok", "metadata": {"k": NaN}}', "body.metadata.k"),
+    ("POST", "/api/v1/memory", '{"text": "ok", "metadata": {"k": [1, Infinity]}}', "body.metadata.k[1]"),
+    (
+        "POST",
+        "/api/v1/memory",
+        '{"tier": "session", "session_id": "s", "role": "user", "content": "c", "metadata": {"k": -Infinity}}',
+        "body.metadata.k",
+    ),
+    ("POST", "/api/v1/memory", '{"text": "ok", "metadata": {"k": 1e400}}', "body.metadata.k"),
+    ("POST", "/api/v1/memory/recall", '{"query": "q", "metadata": {"k": NaN}}', "body.metadata.k"),
+    ("POST", "/api/v1/recall", '{"query": "q", "metadata": {"k": -1e400}}', "body.metadata.k"),
+    (
+        "POST",
+        "/api/v1/memory/batch",
+        '{"memories": [{"text": "a", "metadata": {"k": NaN}}]}',
+        "body.memories[0].metadata.k",
+    ),
+    (
+        "POST",
+        "/api/v1/knowledge/articles",
+        '{"title": "t", "body": "b", "category": "finding", "metadata": {"k": Infinity}}',
+        "body.metadata.k",
+    ),
+    ("POST", "/api/v1/memory/import", '{"text": "a", "metadata": {"k": 1E+999}}', "line 1.metadata.k"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "raw", "field"), NON_FINITE_BODIES)
+def test_numbers_jsonb_cannot_hold_are_422_and_store_nothing(agent, method, path, raw, field):
+    response = agent.generic(method, path, raw.encode(), content_type="application/json")
+    assert (response.status_code, response.json()) == (422, invalid_number(field))
+    assert not Memory.objects.exists()
+    assert not SessionTurn.objects.exists()
+    assert not Article.objects.exists()
+
+
+def test_a_project_with_a_non_finite_number_is_422(client_for, user_key):
+    raw = b'{"name": "p", "metadata": {"k": NaN}}'
+    response = client_for(user_key).generic("POST", "/api/v1/projects", raw, content_type="application/json")
+    assert (response.status_code, response.json()) == (422, invalid_number("body.metadata.k"))
+
+
+def test_a_correction_with_a_non_finite_number_changes_nothing(agent):
+    memory_id = agent.post("/api/v1/memory", {"text": "ok"}, format="json").json()["data"]["id"]
+    raw = b'{"metadata": {"k": NaN}}'
+    response = agent.generic("PATCH", f"/api/v1/memory/{memory_id}", raw, content_type="application/json")
+    assert (response.status_code, response.json()) == (422, invalid_number("body.metadata.k"))
+    assert list(Memory.objects.values_list("text", "metadata")) == [("ok", {})]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ('{"a": "\\u0000"}', invalid_text("query.metadata.a")),
+        ('{"\\u0000": 1}', invalid_text("query.metadata")),
+        ('{"a": "\\ud800"}', invalid_text("query.metadata.a")),
+        ('{"a": NaN}', invalid_number("query.metadata.a")),
+        ('{"a": 1e400}', invalid_number("query.metadata.a")),
+    ],
+)
+def test_a_json_query_parameter_follows_the_body_rules(agent, metadata, expected):
+    response = agent.get("/api/v1/memory", {"metadata": metadata})
+    assert (response.status_code, response.json()) == (expected["error"]["status"], expected)
+
+
+BLANK = ["", " ", "\t\n", "\u3000", "\u2003\u00a0"]
+NOT_BLANK = error(422, "validation_failed", "Validation failed", {"text": ["This field may not be blank."]})
+
+
+@pytest.mark.parametrize("text", BLANK)
+def test_blank_text_is_refused_naming_the_field(agent, text):
+    response = agent.post("/api/v1/memory", {"text": text}, format="json")
+    assert (response.status_code, response.json()) == (422, NOT_BLANK)
+    turn = {"tier": "session", "session_id": "s", "role": "user", "content": text}
+    response = agent.post("/api/v1/memory", turn, format="json")
+    assert response.status_code == 422
+    assert response.json()["error"]["details"] == {"content": ["This field may not be blank."]}
+    assert not Memory.objects.exists()
+    assert not SessionTurn.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("text", 123),
+        ("text", " \u3000 "),
+        ("tags", [0, 1.5]),
+        ("tags", [f"t{n}" for n in range(65)]),
+        ("tags", ["x" * 201]),
+        ("confidence", True),
+        ("confidence", 1.5),
+        ("metadata", [1]),
+    ],
+)
+def test_a_correction_is_held_to_the_rules_of_a_write(agent, field, value):
+    written = agent.post("/api/v1/memory", {"text": "ok", field: value}, format="json")
+    memory_id = agent.post("/api/v1/memory", {"text": "ok"}, format="json").json()["data"]["id"]
+    corrected = agent.patch(f"/api/v1/memory/{memory_id}", {field: value}, format="json")
+    assert written.status_code == corrected.status_code == 422
+    assert corrected.json() == written.json()
+    assert Memory.objects.count() == 1
+
+
+def chunked(client: Any, path: str, body: bytes, *, terminated: bool = True) -> Any:
+    """`body` as a server hands a chunked request to the app: decoded, ended where the body ends, no
+    Content-Length, the chunked header."""
+    return client.generic(
+        "POST",
+        path,
+        body,
+        content_type="application/json",
+        CONTENT_LENGTH="",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": terminated},
+    )
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "heavy_read"])  # recall reads on its own alias
+def test_a_chunked_body_is_read_as_if_its_length_were_declared(agent):
+    body = json.dumps({"text": "chunks arrive whole", "tags": ["c"]}).encode()
+    declared = agent.generic("POST", "/api/v1/memory", body, content_type="application/json")
+    streamed = chunked(agent, "/api/v1/memory", body)
+    assert declared.status_code == streamed.status_code == 201
+    assert streamed.json()["data"]["text"] == declared.json()["data"]["text"] == "chunks arrive whole"
+    query = json.dumps({"query": "chunks", "mode": "keyword"}).encode()
+    recalled = [
+        agent.generic("POST", "/api/v1/memory/recall", query, content_type="application/json").json(),
+        chunked(agent, "/api/v1/memory/recall", query).json(),
+    ]
+    assert [len(answer["data"]) for answer in recalled] == [2, 2]
+    assert recalled[0]["data"] == recalled[1]["data"]
+
+
+def test_a_chunked_body_over_the_limit_is_413(agent):
+    body = json.dumps({"text": "x" * (2 * 1024 * 1024)}).encode()
+    response = chunked(agent, "/api/v1/memory", body)
+    assert (response.status_code, response.json()) == (413, TOO_LARGE)
+    assert not Memory.objects.exists()
+
+
+def test_a_chunked_body_a_server_cannot_frame_is_411(agent):
+    response = chunked(agent, "/api/v1/memory", b'{"text": "x"}', terminated=False)
+    message = "A chunked body cannot be read by this server; send the body with a Content-Length"
+    assert (response.status_code, response.json()) == (411, error(411, "length_required", message))
+    assert not Memory.objects.exists()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import error
+
 pytestmark = pytest.mark.django_db
 
 
@@ -62,3 +64,17 @@ def test_a_time_filter_past_the_calendars_end_is_422(agent):
     body = response.json()
     assert (response.status_code, body["error"]["code"]) == (422, "validation_failed"), body
     assert list(body["error"]["details"]) == ["created_before"]
+
+
+@pytest.mark.parametrize("query", ["tags=" + "," * 60, "&".join(["tags_any="] * 51), "tags=a" + ",,b" * 30])
+def test_empty_tag_filter_parts_count_toward_the_bound(agent, query):
+    field = query.split("=")[0]
+    response = agent.get(f"/api/v1/memory?{query}")
+    message = "Ensure this field has no more than 50 elements."
+    assert response.json() == error(422, "validation_failed", "Validation failed", {field: [message]})
+
+
+def test_empty_tag_filter_parts_within_the_bound_narrow_nothing(agent):
+    agent.post("/api/v1/memory", {"text": "tagged", "tags": ["a"]}, format="json")
+    response = agent.get("/api/v1/memory?tags=a,,&tags=")
+    assert [row["text"] for row in response.json()["data"]] == ["tagged"]
