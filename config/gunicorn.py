@@ -27,6 +27,11 @@ threads = int(os.environ.get("LOOPMEM_WEB_THREADS") or 1)
 worker_class = os.environ.get("LOOPMEM_WEB_WORKER_CLASS") or ("gthread" if threads > 1 else "sync")
 # How long an idle kept-alive client connection is held open (gthread), in seconds.
 keepalive = int(os.environ.get("LOOPMEM_WEB_KEEPALIVE_SECONDS") or 5)
+# What the server refuses before the application runs (docs/api.md, "Refusals of the HTTP server"): gunicorn's own
+# defaults, stated here so the documented limits are the ones in force. The answers are in the API's envelope.
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190
 
 
 def on_starting(server: Any) -> None:
@@ -47,6 +52,9 @@ def post_worker_init(worker: Any) -> None:
     """
     from django.urls import get_resolver
 
+    from loopmem.server_refusals import install
+
+    install()  # the server's own refusals (414, 431, a malformed header) in the API's error envelope
     get_resolver().url_patterns  # noqa: B018 -- imports every view now, so they are frozen too
     gc.freeze()
 
