@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import shlex
 import sys
 from argparse import ArgumentParser
 from typing import Any
@@ -92,7 +93,8 @@ class Command(BaseCommand):
 
     def _announce(self, bind: str) -> None:
         url = f"http://{bind}"
-        manage = f"{sys.executable} manage.py"
+        # The same data dir, or the command starts an embedded PostgreSQL of its own on an empty database.
+        manage = f"LOOPMEM_DATA_DIR={shlex.quote(str(settings.DATA_DIR))} {sys.executable} manage.py"
         self.stdout.write(
             "\n".join(
                 [
