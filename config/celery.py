@@ -19,7 +19,8 @@ app.autodiscover_tasks()
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:
-    """Loaded into django-celery-beat's DatabaseScheduler at beat start-up. Each entry: what runs, and why then."""
+    """Loaded into django-celery-beat's DatabaseScheduler at beat start-up. Each entry: what runs, and why then.
+    Every entry's task retries a database or Redis that fails for a moment (loopmem.task_retry)."""
     from django.conf import settings
 
     return {

@@ -10,6 +10,7 @@ from celery.contrib.django.task import DjangoTask
 
 from knowledge import ledger, services
 from loopmem.embedding_pipeline import embed_one_with_retries, sweep
+from loopmem.task_retry import PERIODIC_TASK_OPTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -22,13 +23,13 @@ def embed_article_task(self: DjangoTask, article_id: str) -> str:
     return embed_one_with_retries(self, f"article {article_id}", lambda: services.article_embed(article_id=article_id))
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def article_embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed articles with no vector or a stale model's (lost tasks, outages, edits)."""
     return sweep(services.ARTICLE_EMBEDDINGS).as_dict()
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def retrieval_metrics_task(day: str | None = None) -> int:
     """Daily: snapshot yesterday's retrieval funnel (UTC) of every tenant with ledger rows; `day` is ISO."""
     return ledger.retrieval_metrics_run(day=date.fromisoformat(day) if day else None)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
+import redis
 from celery.exceptions import Retry
 from django.db import connection, models, transaction
 from django.db.models import F, Q, QuerySet
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 Row = TypeVar("Row")
 M = TypeVar("M", bound=models.Model)
+
+# Redis did not answer at all (SIGSTOP, a reset connection); an error Redis answered with is not waited for.
+REDIS_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
 
 SWEEP_SETTLE_SECONDS = 30  # rows written this recently are left to their own embed task
 SWEEP_MAX_PER_TENANT = 500  # per run, so one tenant's backlog cannot starve the others
@@ -227,20 +231,44 @@ def drain_queue(table: EmbeddedTable[M], task: Any, tenant_id: str) -> BackfillR
 
     A batch the provider refuses (400/413/422) is retried row by row, as in a backfill. A transient failure retries
     the task with backoff, keeping its claim; a permanent one, or the last retry, drops the tenant's queue (the
-    sweep embeds those rows later: with a failing provider the rest would fail too).
+    sweep embeds those rows later: with a failing provider the rest would fail too). A Redis that stops answering
+    is waited for while the tenant's flag lives, then the task retries (module docstring of embedding_queue).
     """
     what = table.model._meta.db_table
     claim_id = task.request.id or f"direct-{uuid.uuid4()}"
-    try:
-        return _drain(table, task, tenant_id, what, claim_id)
-    except Retry:
-        raise
-    except Exception:
-        # Unexpected (the database, Redis): the next write must schedule a drain rather than wait for the flag's
-        # expiry; the rows of this drain are the sweep's. A killed worker never gets here: its claim is redelivered.
-        with contextlib.suppress(*redis_outage.REDIS_ERRORS):
-            embedding_queue.abandon(what, tenant_id, claim_id)
-        raise
+    with embedding_queue.Heartbeat(what, tenant_id) as heartbeat:
+        try:
+            return _drain(table, task, tenant_id, what, claim_id)
+        except Retry as retry:
+            # The retry is this drain: the writes until it is due queue behind it rather than send drains of their own.
+            heartbeat.stop()
+            countdown = retry.when if isinstance(retry.when, int | float) else 0
+            with contextlib.suppress(*redis_outage.REDIS_ERRORS):
+                embedding_queue.hold(what, tenant_id, countdown + embedding_queue.FLAG_TTL_SECONDS)
+            raise
+        except REDIS_UNREACHABLE as exc:
+            # Redis froze or went away mid-drain. Back while the flag lives: a retry (same id, so it finishes this
+            # claim) takes over the flag and what was pushed meanwhile. Back later: the flag lapsed, and the next
+            # write schedules a drain. A killed worker never gets here: its claim is redelivered.
+            heartbeat.stop()
+            if not embedding_queue.answers_before(heartbeat.lapses_at):
+                raise
+            if task.request.called_directly or task.request.retries >= task.max_retries:
+                _give_up(what, tenant_id, claim_id)
+                raise
+            embedding_queue.hold(what, tenant_id, embedding_queue.FLAG_TTL_SECONDS)  # until the retry's heartbeat
+            raise task.retry(exc=exc, countdown=0) from exc
+        except Exception:
+            # Unexpected (the database, an error Redis answered with): the next write must schedule a drain rather
+            # than wait for the flag to lapse; the rows of this drain are the sweep's.
+            heartbeat.stop()
+            _give_up(what, tenant_id, claim_id)
+            raise
+
+
+def _give_up(what: str, tenant_id: str, claim_id: str) -> None:
+    with contextlib.suppress(*redis_outage.REDIS_ERRORS):
+        embedding_queue.abandon(what, tenant_id, claim_id)
 
 
 def _drain(table: EmbeddedTable[M], task: Any, tenant_id: str, what: str, claim_id: str) -> BackfillReport:

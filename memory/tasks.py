@@ -9,6 +9,7 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from loopmem.embedding_pipeline import drain_queue, embed_one_with_retries, sweep
+from loopmem.task_retry import PERIODIC_TASK_OPTIONS
 from memory import graduation, services
 from memory.promotion import evaluation
 from memory.promotion import jobs as promotion
@@ -34,13 +35,13 @@ def embed_pending_memories_task(self: DjangoTask, tenant_id: str) -> dict[str, o
     return drain_queue(services.MEMORY_EMBEDDINGS, self, tenant_id).as_dict()
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed what has no vector or a stale model's vector (lost tasks, outages, model changes)."""
     return sweep(services.MEMORY_EMBEDDINGS).as_dict()
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def prune_session_turns_task() -> int:
     """Hourly: delete expired session turns (reads already hide them; this reclaims the space)."""
     return services.session_prune()
@@ -55,7 +56,7 @@ def promote_session_task(self: DjangoTask, job_id: str) -> str:
     return outcome.outcome
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def promotion_sweep_task() -> dict[str, int]:
     """Hourly: enqueue promotion for sessions with new turns since their watermark."""
     report = promotion.promotion_sweep()
@@ -68,7 +69,7 @@ def promotion_sweep_task() -> dict[str, int]:
     }
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def promotion_eval_task() -> int:
     """Daily: score each tenant's own LLM compiler on the shipped dataset (observability only)."""
     return evaluation.promotion_eval_tenants_with_llm()
@@ -80,7 +81,7 @@ def bump_recall_counts_task(tenant_id: str, memory_ids: list[str]) -> int:
     return services.memory_bump_recall_counts(tenant_id=uuid.UUID(tenant_id), memory_ids=memory_ids)
 
 
-@shared_task(base=DjangoTask)
+@shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def graduation_sweep_task(max_per_run: int | None = None) -> dict[str, int]:
     """Hourly: graduate the hottest memories (recalled ≥ 3 times), fairly across tenants."""
     return graduation.memory_graduation_sweep(max_per_run=max_per_run)

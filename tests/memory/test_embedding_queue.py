@@ -3,7 +3,10 @@ provider batches, finishes a dead worker's claim, and leaves nothing stranded on
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import redis
 from celery import current_app
 from celery.exceptions import Retry
 
@@ -220,3 +223,184 @@ def test_a_drain_that_queues_itself_again_runs_at_once(tenant, write, provider, 
     write("a", "b")
     tasks.embed_pending_memories_task(str(tenant.id))
     assert countdowns == [0.1, None]  # the backlog is already waiting: no reason to wait again
+
+
+# --- The flag: seconds of life, renewed while a drain runs, held for a retry, handed to a retry after an outage ---
+
+
+def flag_ttl(tenant) -> int:
+    return int(redis_client().ttl(Keys("memories", tenant.id).flag))
+
+
+def test_the_flag_a_write_sets_lives_only_seconds(tenant, write, sent_tasks):
+    write("alpha")
+    assert 0 < flag_ttl(tenant) <= embedding_queue.FLAG_TTL_SECONDS
+
+
+def test_a_running_drain_renews_its_flag_while_a_provider_call_outlasts_it(
+    tenant, write, provider, sent_tasks, monkeypatch
+):
+    monkeypatch.setattr(embedding_queue, "HEARTBEAT_SECONDS", 0.05)
+    flag = Keys("memories", tenant.id).flag
+    alive_after_its_ttl = []
+    slow = provider.embed
+
+    def slow_call(texts):
+        redis_client().pexpire(flag, 200)  # as if its last renewal were nearly a TTL ago
+        time.sleep(0.4)
+        alive_after_its_ttl.append(bool(redis_client().exists(flag)))
+        return slow(texts)
+
+    monkeypatch.setattr(provider, "embed", slow_call)
+    ids = write("alpha")
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert alive_after_its_ttl == [True]
+    assert embedded(ids) == 1
+    assert queued(tenant) == ([], False)  # drained: cleared, and no renewal after the drain ended
+
+
+def test_the_flag_of_a_drain_redis_froze_under_lapses_and_the_next_write_sends_a_drain(
+    tenant, write, provider, sent_tasks, monkeypatch
+):
+    monkeypatch.setattr(embedding_queue, "FLAG_TTL_SECONDS", 1)
+    ids = write("alpha")
+
+    def frozen(*args, **kwargs):
+        raise redis.TimeoutError("Timeout reading from socket")
+
+    with monkeypatch.context() as frozen_redis:
+        frozen_redis.setattr(embedding_queue, "claim", frozen)
+        frozen_redis.setattr(embedding_queue, "answers_before", lambda deadline: False)  # not back in time
+        with pytest.raises(redis.TimeoutError):
+            tasks.embed_pending_memories_task(str(tenant.id))
+    assert queued(tenant) == (ids, True)  # nothing dropped; the flag is left to lapse, not renewed
+
+    time.sleep(1.1)
+    ids += write("beta")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))] * 2
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert embedded(ids) == 2
+
+
+@pytest.fixture
+def unreachable_once(monkeypatch):
+    """The drain's next claim finds Redis unreachable (it answers again at once)."""
+    real_claim = embedding_queue.claim
+    failures = [redis.ConnectionError("Connection reset by peer")]
+
+    def claim(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(embedding_queue, "claim", claim)
+
+
+def test_a_drain_redis_stopped_answering_hands_its_flag_to_its_retry_when_redis_answers(
+    tenant, write, provider, sent_tasks, unreachable_once
+):
+    ids = write("alpha")
+    with pytest.raises(Retry):
+        tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-3", throw=True)
+    assert queued(tenant) == (ids, True)  # nothing dropped, and the flag is held for the retry
+
+    ids += write("pushed while the retry was due")  # the flag is held: the retry drains it, no new drain
+    tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-3", throw=True)
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))]
+    assert embedded(ids) == 2
+    assert queued(tenant) == ([], False)
+
+
+def test_a_drain_with_no_retry_left_releases_its_flag_when_redis_answers_again(
+    tenant, write, provider, sent_tasks, unreachable_once
+):
+    write("alpha")
+    last = tasks.embed_pending_memories_task.max_retries
+    with pytest.raises(redis.ConnectionError):
+        tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-5", retries=last, throw=True)
+    assert queued(tenant) == ([], False)  # given up: the rows are the sweep's, the next write sends a drain
+    write("beta")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))] * 2
+
+
+def test_a_drain_retrying_a_provider_failure_holds_the_flag_until_its_retry_is_due(tenant, write, provider, sent_tasks):
+    write("hello")
+    provider.fail = embeddings.EmbeddingTimeout()
+    with pytest.raises(Retry):
+        tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-4", throw=True)
+    assert flag_ttl(tenant) > embedding_queue.FLAG_TTL_SECONDS  # the first retry's countdown (4 s) and a TTL
+    write("meanwhile")
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))]
+
+
+def test_two_drains_of_one_tenant_claim_apart_and_embed_each_row_once(tenant, write, provider, sent_tasks, monkeypatch):
+    # A drain that waited in a backed-up queue past the flag's life, and the one the next write sent meanwhile.
+    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
+    ids = write("a", "b", "c", "d", "e")
+    embed = provider.embed
+    second_drain = [str(tenant.id)]
+
+    def second_drain_runs_during_the_first_call(texts):
+        if second_drain:
+            tasks.embed_pending_memories_task.apply(args=[second_drain.pop()], task_id="drain-2", throw=True)
+        return embed(texts)
+
+    monkeypatch.setattr(provider, "embed", second_drain_runs_during_the_first_call)
+    tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="drain-1", throw=True)
+
+    asked = [text for call in provider.calls for text in call]
+    assert sorted(asked) == ["a", "b", "c", "d", "e"]
+    assert embedded(ids) == 5
+    assert queued(tenant) == ([], False)
+    write("f")
+    assert len(sent_tasks) == 2  # the next write schedules a drain again
+
+
+# --- A push Redis did not take ------------------------------------------------------------------------------
+
+
+def test_a_write_redis_did_not_take_is_queued_with_the_tenants_next_push(tenant, write, provider, sent_tasks):
+    redis_outage.record_failure("test", OSError("connection refused"))  # the latch: Redis skipped
+    ids = write("while redis was down")
+    assert queued(tenant) == ([], False)
+    assert sent_tasks == []
+
+    redis_outage.reset()
+    ids += write("after it came back")
+    assert queued(tenant) == (ids, True)
+    assert sent_tasks == [(DRAIN, (str(tenant.id),))]
+    tasks.embed_pending_memories_task(str(tenant.id))
+    assert embedded(ids) == 2
+
+
+def test_a_push_that_fails_keeps_its_id_for_the_tenants_next_one(
+    tenant, other_tenant, write, provider, sent_tasks, monkeypatch, django_capture_on_commit_callbacks
+):
+    real_script = embedding_queue._script
+
+    def unreachable(client, source):
+        def call(**kwargs):
+            raise redis.ConnectionError("Connection refused")
+
+        return call if source == embedding_queue._PUSH else real_script(client, source)
+
+    with monkeypatch.context() as down:
+        down.setattr(embedding_queue, "_script", unreachable)
+        ids = write("lost push")
+    redis_outage.reset()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.memory_remember(scope=Scope(tenant_id=other_tenant.id, subject_id="x"), text="another tenant")
+    assert queued(other_tenant)[0] != []
+    assert queued(tenant) == ([], False)  # a tenant's kept ids go with its own next push only
+    ids += write("next")
+    assert queued(tenant) == (ids, True)
+
+
+def test_ids_kept_for_later_are_bounded(tenant, write, sent_tasks, monkeypatch):
+    monkeypatch.setattr(embedding_queue, "STRANDED_MAX_IDS", 2)
+    redis_outage.record_failure("test", OSError("connection refused"))
+    ids = write("one", "two", "three")
+    redis_outage.reset()
+    ids += write("four")
+    assert queued(tenant) == ([*ids[:2], ids[3]], True)  # the third is the sweep's
