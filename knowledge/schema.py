@@ -30,11 +30,10 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.inputs import TextField
-from loopmem.params import NOT_BLANK_PATTERN
+from loopmem.params import NOT_BLANK_PATTERN, trimmed_text_pattern
 from loopmem.schema import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
 
 # What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
-NOT_BLANK = NOT_BLANK_PATTERN
 TAGS_SCHEMA: dict[str, Any] = {
     "type": "array",
     "maxItems": MAX_TAGS,
@@ -47,9 +46,41 @@ TAGS_SCHEMA: dict[str, Any] = {
 }
 
 
-def _not_blank(**kwargs: Any) -> Any:
-    """Text with something in it (the service refuses a blank title or body): `pattern` in the schema."""
-    return serializers.RegexField(NOT_BLANK, trim_whitespace=False, **kwargs)
+# The service trims a title and an idempotency key before it counts them: a pattern states that, `maxLength` cannot.
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": trimmed_text_pattern(MAX_TITLE_LENGTH),
+        "description": f"not blank, at most {MAX_TITLE_LENGTH} characters once trimmed",
+    }
+)
+class ArticleTitleField(TextField):
+    """Documentation only: an article's title as the service accepts it."""
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "pattern": NOT_BLANK_PATTERN,
+        "description": f"not blank, at most {MAX_BODY_BYTES} bytes of UTF-8",
+    }
+)
+class ArticleBodyField(TextField):
+    """Documentation only: an article's body as the service accepts it."""
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": trimmed_text_pattern(MAX_IDEMPOTENCY_KEY_LENGTH, blank=True),
+        "nullable": True,
+        "description": f"at most {MAX_IDEMPOTENCY_KEY_LENGTH} characters once trimmed; blank is none",
+    }
+)
+class ArticleIdempotencyKeyField(serializers.Field):  # type: ignore[type-arg]
+    """Documentation only: a proposal's idempotency key as the service accepts it (not a CharField, which would
+    add a blank alternative that its pattern already holds)."""
 
 
 @extend_schema_field(TAGS_SCHEMA)
@@ -60,19 +91,18 @@ class ArticleTagsField(serializers.ListField):
 class ArticleProposeBodyIn(ArticleProposeIn):
     """POST /api/v1/knowledge/articles, with the service's rules on title, body and tags in the schema."""
 
-    title = _not_blank(max_length=MAX_TITLE_LENGTH)
-    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes")
-    idempotency_key = TextField(
-        max_length=MAX_IDEMPOTENCY_KEY_LENGTH, required=False, allow_null=True, allow_blank=True
-    )
+    title = ArticleTitleField()
+    body = ArticleBodyField()
+    # Documentation only (the service parses with ArticleProposeIn's field).
+    idempotency_key = ArticleIdempotencyKeyField(required=False, allow_null=True)  # type: ignore[assignment]
     tags = ArticleTagsField(required=False)
 
 
 class ArticlePatchBodyIn(ArticlePatchIn):
     """PATCH /api/v1/knowledge/articles/:id, with the service's rules on title, body and tags in the schema."""
 
-    title = _not_blank(max_length=MAX_TITLE_LENGTH, required=False)
-    body = _not_blank(help_text=f"at most {MAX_BODY_BYTES} bytes", required=False)
+    title = ArticleTitleField(required=False)
+    body = ArticleBodyField(required=False)
     tags = ArticleTagsField(required=False)
 
 
@@ -185,7 +215,7 @@ search_schema = extend_schema_view(
                 "q",
                 str,
                 required=True,
-                pattern=NOT_BLANK,
+                pattern=trimmed_text_pattern(MAX_QUERY_LENGTH),
                 description=f"not blank, at most {MAX_QUERY_LENGTH} characters once trimmed (400 `bad_request`); "
                 "`query` is an alias",
             ),

@@ -16,10 +16,29 @@ DEFAULT_PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
-# "Not blank" as the service means it (`str.strip()` leaves something), as a pattern that JSON Schema's ECMA-262
-# regexes and Python's `re` read alike. Their `\s` differ (\x1c-\x1f and \x85 are space to Python only, \ufeff to
-# ECMA-262 only), so the class names Python's whitespace one by one.
-NOT_BLANK_PATTERN = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+# Patterns that JSON Schema's ECMA-262 regexes, Python's `re` and the Rust engine schemathesis validates with read
+# alike. Text anywhere in a request holds no NUL (loopmem.edge: 400 `invalid_text`). Lone UTF-16 surrogates are
+# refused too, but no pattern says so: Rust's engine cannot name a surrogate, and without ECMA-262's `u` flag a
+# class that excludes them would exclude every character outside the BMP as well.
+TEXT_PATTERN = r"^[^\u0000]*$"
+# Python's whitespace (`str.strip()`), one by one: ECMA-262's `\s` and Python's differ (\x1c-\x1f and \x85 are space
+# to Python only, \ufeff to ECMA-262 only).
+_BLANK = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# "Not blank" as the service means it (`str.strip()` leaves something), and no NUL. Leading blanks, the first other
+# character, then the rest: one way to match, so a backtracking engine stays linear on long text.
+NOT_BLANK_PATTERN = rf"^[{_BLANK}]*[^\u0000{_BLANK}][^\u0000]*$"
+
+
+def trimmed_text_pattern(max_chars: int, *, blank: bool = False) -> str:
+    """Text whose `strip()` is at most `max_chars` characters (and not blank, unless `blank`), without NUL: the
+    rule of a field the service trims before it counts, which `maxLength` (it counts the whitespace) cannot state.
+    Each alternative has one way to match, so a backtracking engine stays linear."""
+    trimmed = rf"[^\u0000{_BLANK}](?:[^\u0000]{{0,{max_chars - 2}}}[^\u0000{_BLANK}])?"
+    if blank:
+        return rf"^(?:[{_BLANK}]*|[{_BLANK}]*{trimmed}[{_BLANK}]*)$"
+    return rf"^[{_BLANK}]*{trimmed}[{_BLANK}]*$"
+
+
 # The regex source is also the OpenAPI `pattern` of every id (loopmem.schema), so the schema says what passes.
 CANONICAL_UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)

@@ -3,14 +3,16 @@ that gives every operation its whole set of error responses.
 
 Each app's `schema.py` describes its operations with these (`extend_schema_view` on the viewset), so the views
 keep only their code. An operation lists the errors its own code raises; `responses` adds the ones every
-operation shares (the key, the rate limit, the edge's checks of the URL and the body, the custody halt of
-writes), groups them by status and publishes, per status, the `{"error": {...}}` component with the exact set
-of `code`s it can carry.
+operation shares (the HTTP server's refusals, the key, the rate limit, the edge's checks of the URL and the body,
+the custody halt of writes), groups them by status and publishes, per status, the `{"error": {...}}` component with
+the exact set of `code`s it can carry. `precise_requests` then states the edge's text rule on everything a client
+sends (`TEXT_RULE`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import copy
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
@@ -26,7 +28,9 @@ from loopmem.errors import (
     DomainError,
     ImpersonationTenantNotFound,
     ImpersonationTenantRequired,
+    InvalidNumber,
     InvalidText,
+    LengthRequired,
     PayloadTooLarge,
     RateLimited,
     SubjectIdUnresolvable,
@@ -36,7 +40,8 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.inputs import PROJECT_ID_SCHEMA
-from loopmem.params import CANONICAL_UUID_PATTERN, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+from loopmem.params import CANONICAL_UUID_PATTERN, DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, TEXT_PATTERN
+from loopmem.server_refusals import CODES as SERVER_CODES
 
 
 class EnvelopeAutoSchema(AutoSchema):
@@ -77,10 +82,15 @@ ErrorSpec = type[DomainError] | tuple[int, str]
 UNSUPPORTED_MEDIA_TYPE: ErrorSpec = (415, "unsupported_media_type")
 NOT_ACCEPTABLE: ErrorSpec = (406, "not_acceptable")
 
-# Every /api/v1 operation: the key (and a superadmin's impersonation target), the rate limit, the content
-# negotiation, and the edge's refusal of NUL or lone surrogates in the path or the query string.
+# The HTTP server's own refusals, before any application code and in the same envelope (loopmem.server_refusals):
+# a malformed request line or header (400), a request line over 4094 bytes (414), an `Expect` other than
+# 100-continue (417), more than 100 headers or one over 8190 bytes (431), a transfer coding it does not know (501).
+SERVER: tuple[ErrorSpec, ...] = tuple((status, SERVER_CODES[status]) for status in (400, 414, 417, 431, 501))
+# Every /api/v1 operation: the server's refusals, the key (and a superadmin's impersonation target), the rate
+# limit, the content negotiation, and the edge's refusal of NUL or lone surrogates in the path or the query string.
 # And a database that is unreachable or cancels a statement (loopmem.http_errors): 503 with a stable code.
 EVERY_OPERATION: tuple[ErrorSpec, ...] = (
+    *SERVER,
     Unauthorized,
     ImpersonationTenantNotFound,
     RateLimited,
@@ -91,15 +101,21 @@ EVERY_OPERATION: tuple[ErrorSpec, ...] = (
 )
 # An operation whose code resolves the caller's scope (tenant and subject) from the key.
 SCOPED: tuple[ErrorSpec, ...] = (ImpersonationTenantRequired, SubjectIdUnresolvable)
-# An operation that reads a JSON body: the edge's size, depth and text checks, the parser, the object rule.
+# An operation that reads a body: over the route's limit (413), or chunked where the server cannot frame it (411:
+# gunicorn always can; a server that does not mark where the input ends cannot).
+BODY: tuple[ErrorSpec, ...] = (PayloadTooLarge, LengthRequired)
+# JSON text from a client (a body, a JSON query parameter, an import line): the edge's depth, text and number checks.
+JSON_TEXT: tuple[ErrorSpec, ...] = (InvalidText, TooDeeplyNested, InvalidNumber)
+# An operation that reads a JSON body: its size, the parser, the JSON text checks, the object rule.
 JSON_BODY: tuple[ErrorSpec, ...] = (
+    *BODY,
     BadRequest,
-    InvalidText,
-    TooDeeplyNested,
-    PayloadTooLarge,
+    *JSON_TEXT,
     UNSUPPORTED_MEDIA_TYPE,
     ValidationFailed,
 )
+# An operation with a JSON query parameter: the JSON text checks, and 422 for text that is not the JSON it takes.
+JSON_QUERY: tuple[ErrorSpec, ...] = (*JSON_TEXT, ValidationFailed)
 # A write (an unsafe method not exempt from the custody halt).
 WRITE: tuple[ErrorSpec, ...] = (TenantHalted,)
 
@@ -194,8 +210,9 @@ def json_query_parameter(name: str, schema: dict[str, Any], *, description: str)
 
 def precise_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular post-processing hook: a body the operation cannot do without is `required` (a body whose
-    fields are all optional one by one may still need one of them), and a JSON-text query parameter is
-    described by its `content` (the schema of the parsed JSON) rather than as a plain string."""
+    fields are all optional one by one may still need one of them), a JSON-text query parameter is described by
+    its `content` (the schema of the parsed JSON) rather than as a plain string, everything a client sends states
+    the edge's text rule (`text_rule`), and the API's description says what every request is refused for."""
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             if operation.pop(_BODY_REQUIRED, False) and "requestBody" in operation:
@@ -203,7 +220,128 @@ def precise_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             for parameter in operation.get("parameters", []):
                 if parameter.pop(_JSON_CONTENT, False):
                     parameter["content"] = {"application/json": {"schema": parameter.pop("schema")}}
+    result = text_rule(result)
+    info = result.setdefault("info", {})
+    info["description"] = "\n\n".join(filter(None, (info.get("description"), TEXT_RULE, SERVER_RULE)))
     return result
+
+
+# --- The edge's text rule, stated on every request ---------------------------------------------------------------
+
+TEXT_RULE = (
+    "No text a client sends may hold a NUL character (U+0000) or a lone UTF-16 surrogate (a `\\ud800`-style escape "
+    "with no partner in JSON): not the path, the query string, a JSON key or value at any depth, nor a JSON query "
+    "parameter. Either is 400 `invalid_text`. Every string a request takes carries a `pattern` refusing NUL, and "
+    "every object states its keys with `patternProperties` (a JSON Schema keyword OpenAPI 3.0 does not list, "
+    "kept because nothing it does list can say what a key may hold); no pattern names the surrogates, which are "
+    "not Unicode text. JSON numbers must be finite doubles: NaN, Infinity or a literal that overflows a double "
+    "(1e400) is 422 `invalid_number`."
+)
+SERVER_RULE = (
+    "Before any of the API's code runs, the HTTP server refuses a request line over 4094 bytes (414 `uri_too_long`), "
+    "more than 100 headers or one over 8190 bytes (431 `header_fields_too_large`) and a malformed request line or "
+    "header (400 `bad_request`), in the same error envelope; every operation lists these answers."
+)
+_JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
+# Any JSON a client may send where a field takes any JSON (metadata, a batch item, a lenient number or a flag): the
+# text rule at every depth, keys included. Recursive: schemathesis and every JSON Schema validator follow it.
+JSON_VALUE: dict[str, Any] = {
+    "description": "Any JSON value, under the text rule at every depth: no NUL in a string or a key (400 "
+    "`invalid_text`); numbers finite doubles (422 `invalid_number`); nested at most 32 deep (400 `too_deeply_nested`).",
+    "anyOf": [
+        # null too: OpenAPI 3.0 has no null type, only `nullable` on a typed schema.
+        {"type": "string", "pattern": TEXT_PATTERN, "nullable": True},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "array", "items": _JSON_VALUE_REF},
+        {"$ref": "#/components/schemas/JsonObject"},
+    ],
+}
+JSON_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "description": "A JSON object whose keys hold no NUL and whose values are any JSON under the text rule.",
+    "patternProperties": {TEXT_PATTERN: _JSON_VALUE_REF},
+    "additionalProperties": False,
+}
+_COMPOSITIONS = ("anyOf", "oneOf", "allOf")
+_REF_PREFIX = "#/components/schemas/"
+
+
+def text_rule(result: dict[str, Any]) -> dict[str, Any]:
+    """State the text rule on every string, key and free-form value a request takes: its parameters (path and
+    query; a header's own pattern is printable ASCII) and its bodies, through the components they name.
+
+    A string with a `pattern`, an `enum` or a `format` keeps it: each states its own text, and every pattern of
+    this project refuses NUL (tests/schema/test_text_rule.py checks each one). Any other string gets
+    `TEXT_PATTERN`; a value that may be any JSON becomes `JsonValue`; an object that takes other keys than the
+    ones it names takes them as `patternProperties` under `TEXT_PATTERN`, the rest refused.
+    """
+    # A copy: the schemas below are edited in place, and some are this project's constants, shared by reference.
+    result = copy.deepcopy(result)
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["JsonValue"] = copy.deepcopy(JSON_VALUE)
+    components["JsonObject"] = copy.deepcopy(JSON_OBJECT)
+    done = {"JsonValue", "JsonObject"}
+    for schema in _request_schemas(result):
+        _state_text_rule(schema, components, done)
+    return result
+
+
+def _request_schemas(result: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The schema of every path and query parameter and of every request body."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") in ("path", "query"):
+                    yield from _schemas_of(parameter)
+            yield from _schemas_of(operation.get("requestBody", {}))
+
+
+def _schemas_of(holder: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if "schema" in holder:
+        yield holder["schema"]
+    for media in holder.get("content", {}).values():
+        if "schema" in media:
+            yield media["schema"]
+
+
+def _state_text_rule(schema: Any, components: dict[str, Any], done: set[str]) -> None:
+    """`text_rule` on one schema, in place, and on every component it names that is not `done` yet."""
+    if not isinstance(schema, dict):
+        return
+    if "$ref" in schema:
+        name = schema["$ref"].removeprefix(_REF_PREFIX)
+        if name not in done:
+            done.add(name)
+            _state_text_rule(components.get(name), components, done)
+        return
+    for keyword in _COMPOSITIONS:
+        for branch in schema.get(keyword, []):
+            _state_text_rule(branch, components, done)
+    kind = schema.get("type")
+    if kind == "string":
+        if not {"pattern", "enum", "format"} & set(schema):
+            schema["pattern"] = TEXT_PATTERN
+    elif kind == "array":
+        schema["items"] = _any_json_as_value(schema.get("items", {}))
+        _state_text_rule(schema["items"], components, done)
+    elif kind == "object" or "properties" in schema:
+        for field in schema.get("properties", {}).values():
+            _state_text_rule(field, components, done)
+        others = schema.get("additionalProperties", True)
+        if others is not False:
+            others = _any_json_as_value({} if others is True else others)
+            _state_text_rule(others, components, done)
+            schema["patternProperties"] = {TEXT_PATTERN: others}
+            schema["additionalProperties"] = False
+    elif kind is None and not {"enum", *_COMPOSITIONS} & set(schema):
+        # No type: the field takes any JSON (a lenient number, a flag); its description stays beside the rule.
+        schema["allOf"] = [_JSON_VALUE_REF]
+
+
+def _any_json_as_value(schema: Any) -> Any:
+    """`{}` (any JSON) as the `JsonValue` it really is."""
+    return dict(_JSON_VALUE_REF) if schema == {} else schema
 
 
 # --- Envelopes ----------------------------------------------------------------------------------------------

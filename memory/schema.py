@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -31,20 +31,21 @@ from loopmem.errors import (
     InvalidQuery,
     InvalidReScope,
     InvalidSessionId,
-    InvalidText,
     MissingSessionId,
     NotFound,
-    PayloadTooLarge,
     PromotionBudgetExceeded,
     QuotaExceeded,
     SecretDetected,
-    TooDeeplyNested,
     ValidationFailed,
 )
-from loopmem.inputs import ProjectIdField, session_id_schema
+from loopmem.inputs import ProjectIdField, TagsField, TextField, session_id_schema
+from loopmem.params import NOT_BLANK_PATTERN
 from loopmem.schema import (
+    BODY,
     BODY_REQUIRED,
     FLAG_PARAMETER,
+    JSON_QUERY,
+    JSON_TEXT,
     OUTCOME,
     PAGE_PARAMETERS,
     ROW_ID,
@@ -55,7 +56,7 @@ from loopmem.schema import (
 )
 from memory.envelopes import EXPORT_CONTENT_TYPE
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS
-from memory.models import Memory
+from memory.models import MAX_TEXT_BYTES, Memory
 from memory.serializers import (
     FILTER_TIME_SCHEMA,
     MAX_BATCH,
@@ -71,11 +72,25 @@ from memory.serializers import (
     SessionTurnOut,
 )
 
+# A memory's text and a turn's content (validate_text_bytes): not blank, whitespace alone included, and no NUL.
+MEMORY_TEXT: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "pattern": NOT_BLANK_PATTERN,
+    "description": f"not blank (whitespace alone is blank), at most {MAX_TEXT_BYTES:,} bytes of UTF-8",
+}
+
+
+@extend_schema_field(MEMORY_TEXT)
+class MemoryTextField(TextField):
+    """Documentation only: memory text and turn content as the service accepts them."""
+
 
 class LongTermBodyIn(RememberIn):
     """POST /api/v1/memory, long-term tier (the default), as the schema shows it."""
 
     project_id = ProjectIdField()
+    text = MemoryTextField()
     tier = serializers.ChoiceField(choices=["long_term", ""], required=False, allow_null=True)
 
 
@@ -84,6 +99,13 @@ class SessionTurnBodyIn(SessionTurnIn):
 
     project_id = ProjectIdField()
     tier = serializers.ChoiceField(choices=["session"])
+    content = MemoryTextField()
+
+
+class ImportLineBodyIn(ImportLineIn):
+    """One line of POST /api/v1/memory/import, as the schema shows it."""
+
+    text = MemoryTextField()
 
 
 @extend_schema_field(
@@ -108,13 +130,20 @@ class BatchBodyIn(BatchIn):
     memories = serializers.ListField(child=BatchItemField(), min_length=1, max_length=MAX_BATCH)
 
 
-# A correction names at least one field and no other (MemoryPatchIn.to_internal_value).
+_TAGS = TagsField()
+_TAG = cast(TextField, _TAGS.child)
+# A correction names at least one field and no other (MemoryPatchIn.to_internal_value), each under remember's rules.
 PATCH_IN = {
     "type": "object",
     "properties": {
-        "text": {"type": "string", "minLength": 1},
+        "text": MEMORY_TEXT,
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "nullable": True},
+        "tags": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": _TAG.max_length},
+            "maxItems": _TAGS.max_length,
+            "nullable": True,
+        },
         "metadata": {"type": "object", "additionalProperties": {}, "nullable": True},
     },
     "minProperties": 1,
@@ -159,7 +188,10 @@ IDEMPOTENCY_ERRORS = (InvalidIdempotencyKey, IdempotencyKeyReused)
 # 50 tags in all once split (a bound per value and on the count of values is what a schema can say).
 _FILTER_TAGS = {
     "type": "array",
-    "items": {"type": "string", "pattern": f"^[^,]{{0,{MAX_FILTER_TAG_LENGTH}}}(,[^,]{{0,{MAX_FILTER_TAG_LENGTH}}})*$"},
+    "items": {
+        "type": "string",
+        "pattern": rf"^[^,\u0000]{{0,{MAX_FILTER_TAG_LENGTH}}}(,[^,\u0000]{{0,{MAX_FILTER_TAG_LENGTH}}})*$",
+    },
     "maxItems": MAX_FILTER_TAGS,
 }
 FILTER_PARAMETERS = [
@@ -295,7 +327,7 @@ memory_schema = extend_schema_view(
             ),
             *FILTER_PARAMETERS,
         ],
-        responses=responses({200: page("MemoryPage", MemoryOut())}, ValidationFailed),
+        responses=responses({200: page("MemoryPage", MemoryOut())}, *JSON_QUERY),
     ),
     retrieve=extend_schema(
         parameters=[ROW_ID], responses=responses({200: data_envelope("MemoryGetOut", MemoryOut())}, NotFound)
@@ -396,14 +428,13 @@ memory_schema = extend_schema_view(
     import_memories=extend_schema(
         request={
             EXPORT_CONTENT_TYPE: OpenApiTypes.STR,
-            "application/json": ImportLineIn(many=True),
+            "application/json": ImportLineBodyIn(many=True),
         },
         responses=responses(
             {200: IMPORT_OUT},
             # The body is read raw (NDJSON or a JSON array), not through the JSON parser: no 415.
-            PayloadTooLarge,
-            InvalidText,
-            TooDeeplyNested,
+            *BODY,
+            *JSON_TEXT,
             ValidationFailed,
             QuotaExceeded,
             SecretDetected,

@@ -491,9 +491,15 @@ def _origin_id(value: object) -> uuid.UUID | None:
     return parsed
 
 
-@extend_schema_field(OpenApiTypes.UUID)
+@extend_schema_field(
+    {
+        "anyOf": [{"type": "string", "format": "uuid"}, {"type": "string", "enum": [""]}],
+        "nullable": True,
+        "description": "a canonical UUID; null or blank is none",
+    }
+)
 class OriginIdField(serializers.Field):  # type: ignore[type-arg]
-    """An id as the import file gives it (an export's own ids): a canonical UUID or null."""
+    """An id as the import file gives it (an export's own ids): a canonical UUID, or null or "" for none."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(required=False, allow_null=True, **kwargs)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import serializers
 
 from knowledge.schema import SEARCH_OUT
@@ -21,10 +27,30 @@ from loopmem.errors import (
     TooManyArticleIds,
     ValidationFailed,
 )
+from loopmem.params import trimmed_text_pattern
 from loopmem.schema import OUTCOME, data_envelope, responses
 from memory.schema import RECALL_OUT
 from memory.serializers import MemoryOut
-from recall.serializers import RecallContextIn, ReferencedIn
+from recall.serializers import MAX_QUERY_CHARS, RecallContextIn, ReferencedIn
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": trimmed_text_pattern(MAX_QUERY_CHARS),
+        "description": f"not blank (422 `invalid_query`); at most {MAX_QUERY_CHARS} characters once trimmed "
+        "(422 `query_too_long`)",
+    }
+)
+class RecallQueryField(serializers.CharField):
+    """Documentation only: the query is trimmed before it is counted, which `maxLength` cannot state."""
+
+
+class RecallContextBodyIn(RecallContextIn):
+    """POST /api/v1/recall, as the schema shows it."""
+
+    # Documentation only (the service parses with RecallContextIn's field).
+    query = RecallQueryField()  # type: ignore[assignment]
 
 
 class ReferencedBodyIn(ReferencedIn):
@@ -94,7 +120,7 @@ REFERENCED_OUT = data_envelope(
 recall_schema = extend_schema_view(
     # A read sent as POST: exempt from the custody halt.
     create=extend_schema(
-        request=RecallContextIn,
+        request=RecallContextBodyIn,
         responses=responses(
             {200: MERGED_OUT},
             InvalidProjectId,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from loopmem.inputs import TagsField
+from loopmem.params import NOT_BLANK_PATTERN
+
 pytestmark = pytest.mark.django_db
 
 FILTERS = {"tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence"}
@@ -68,3 +71,38 @@ def test_lists_are_envelopes_and_every_error_is_the_error_component(schema):
     assert error[0] == {"$ref": "#/components/schemas/Error"}
     assert error[1]["properties"]["error"]["properties"]["code"]["enum"] == ["not_found"]
     assert {"401", "429"} <= set(forget)
+
+
+def _component(schema, name):
+    return schema["components"]["schemas"][name]
+
+
+def test_memory_text_and_turn_content_are_not_blank_on_every_write(schema):
+    patch = _body(schema, schema["paths"]["/api/v1/memory/{id}"]["patch"])
+    imported = schema["paths"]["/api/v1/memory/import"]["post"]["requestBody"]["content"]["application/json"]
+    line = _component(schema, imported["schema"]["items"]["$ref"].rsplit("/", 1)[1])
+    texts = [
+        _component(schema, "LongTermBodyIn")["properties"]["text"],
+        _component(schema, "SessionTurnBodyIn")["properties"]["content"],
+        line["properties"]["text"],
+        patch["properties"]["text"],
+    ]
+    for text in texts:
+        assert text["pattern"] == NOT_BLANK_PATTERN
+        assert "not blank" in text["description"]
+
+
+def test_a_correction_takes_tags_under_remembers_caps(schema):
+    tags = TagsField()
+    patch = _body(schema, schema["paths"]["/api/v1/memory/{id}"]["patch"])["properties"]["tags"]
+    remember = _component(schema, "LongTermBodyIn")["properties"]["tags"]
+    assert patch["maxItems"] == remember["maxItems"] == tags.max_length
+    assert patch["items"]["maxLength"] == remember["items"]["maxLength"] == tags.child.max_length  # type: ignore[attr-defined]
+    assert patch["items"]["type"] == "string"
+
+
+def test_the_import_lists_the_edges_refusals_of_its_body(schema):
+    responses = schema["paths"]["/api/v1/memory/import"]["post"]["responses"]
+    assert {"411", "413"} <= set(responses)
+    assert "invalid_number" in responses["422"]["description"]
+    assert "415" not in responses
