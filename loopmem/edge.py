@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from gunicorn.http.errors import ParseException
 from rest_framework.exceptions import ParseError
@@ -163,7 +162,7 @@ def _read_chunked_body(request: HttpRequest, limit: int) -> None:
     request.META["CONTENT_LENGTH"] = str(len(body))
     # Django built the request's stream from the absent length (nothing to read); Django itself swaps `_stream`
     # for the body it read (HttpRequest.body), and so does this.
-    request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[attr-defined]
+    request._stream = io.BytesIO(body)
 
 
 def _refuse(error: DomainError) -> JsonResponse:

@@ -89,10 +89,11 @@ def server() -> Iterator[int]:
 
 
 def envelope(body: bytes) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(body)
+    parsed: dict[str, dict[str, Any]] = json.loads(body)
     assert set(parsed) == {"error"}
-    assert set(parsed["error"]) == {"status", "code", "message", "details"}
-    return parsed["error"]
+    error = parsed["error"]
+    assert set(error) == {"status", "code", "message", "details"}
+    return error
 
 
 def test_chunked_and_declared_bodies_get_the_same_answers(server, agent_key):
@@ -132,6 +133,7 @@ def test_a_chunked_body_over_the_limit_is_413_in_the_envelope(server, agent_key)
             "bad_request",
         ),
         (b"POST /api/v1/memory HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "bad_request"),
+        (b"POST /api/v1/memory HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: foo\r\n\r\n", 501, "not_implemented"),
     ],
     ids=[
         "request line over 4094 bytes",
@@ -140,7 +142,8 @@ def test_a_chunked_body_over_the_limit_is_413_in_the_envelope(server, agent_key)
         "Content-Length: abc",
         "NUL in a header",
         "a malformed chunk size",
-        "an unsupported transfer coding",
+        "a body not ending with chunked",
+        "an unknown transfer coding",
     ],
 )
 def test_the_servers_own_refusals_are_in_the_envelope(server, raw, status, code):
