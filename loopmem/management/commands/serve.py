@@ -7,8 +7,8 @@ dies is restarted (the embedded servers outlive it), and Ctrl-C stops the childr
 from __future__ import annotations
 
 import os
-import signal
 import shlex
+import signal
 import sys
 from argparse import ArgumentParser
 from typing import Any
