@@ -1,14 +1,18 @@
 """Finds credentials and personal secrets in text before it is stored, and redacts them.
 
-Two sources of findings, both run in-process on the text itself:
+Five sources of findings, all run in-process on the text itself (docs/security.md, "Sources"):
 
-- detect-secrets' high-precision plugins (fixed token formats and labelled assignments). Its entropy
-  plugins and its generic KeywordDetector are left out: on prose and code they flag far too much. So are
-  its JWT, OpenAI and npm plugins, whose regexes backtrack quadratically on crafted input.
-- Our own patterns where detect-secrets is weak, silent or slow: payment cards (Luhn + issuer ranges),
-  IBANs (mod-97), whole PEM private-key blocks, JWTs whose header names an algorithm, passwords in URLs,
-  loopmem's own API keys, Google/OpenAI/Anthropic keys, npm tokens, labelled US SSNs, GCP service-account
-  keys, Azure connection-string keys, bearer tokens and `password=...` assignments with a non-trivial value.
+- a maintained rule set of provider token formats (loopmem.secret_rules: Kingfisher's rules, ~430 formats);
+- detect-secrets' high-precision plugins (fixed token formats and labelled assignments). Its entropy plugins,
+  its generic KeywordDetector, and its JWT, OpenAI and npm plugins (quadratic backtracking on crafted input)
+  are left out;
+- structure (loopmem.secret_structure): a value under a secret's name, and passwords, PINs and keys told in a
+  sentence, in six languages;
+- national identity numbers confirmed by their check digits (loopmem.secret_ids);
+- our own patterns, for what none of those covers: payment cards (Luhn + issuer ranges), IBANs (mod-97),
+  whole PEM and PuTTY private-key blocks, JWTs whose header names an algorithm, passwords in URLs, loopmem's own
+  API keys, labelled US SSNs, GCP service-account keys, Azure connection-string keys, and provider formats the
+  rule set lacks, each with its documentation named.
 
 A finding holds a kind and character offsets, never the secret itself, so it can be logged or returned.
 Documented example keys (AWS's `AKIAIOSFODNN7EXAMPLE`, ...) are findings too: they have the real shape,
@@ -48,6 +52,8 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from loopmem import secret_ids, secret_rules, secret_structure
 
 
 @dataclass(frozen=True)
@@ -214,27 +220,9 @@ def _has_letter_and_digit(match: re.Match[str]) -> bool:
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
-# Values that stand for a secret without being one: templates, masks, references, obvious placeholders.
-_PLACEHOLDER = re.compile(
-    r"""(?ix)^(?:
-        \$\{?[\w.:-]+\}?  | \$\(.*\) | \{\{.*\}\} | \{[\w.]*\} | <[^>]*> | %\(?\w*\)?s | !\w.*
-      | [*x•#._-]+
-      | (?:your|example|sample|dummy|placeholder|redacted|todo|fixme).* | none | null | undefined
-      | .*(?:\.\.\.|…)
-    )$"""
-)
-# Bare (unquoted) values shaped like a variable or constant name are references in code, not secrets; a
-# word ending in a colon is the next label of a form (`Password: Email: bob@example.com`).
-_IDENTIFIER = re.compile(r"^(?:[a-z_]+|[A-Z_]+|[a-z]+(?:[A-Z][a-z]+)+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_-]+:)$")
-
-
-def _char_classes(value: str) -> int:
-    return (
-        any(c.islower() for c in value)
-        + any(c.isupper() for c in value[1:])  # A capitalised word is one class, not two.
-        + any(c.isdigit() for c in value)
-        + any(not c.isalnum() and not c.isspace() for c in value)
-    )
+_PLACEHOLDER = secret_structure.PLACEHOLDER
+_IDENTIFIER = secret_structure.IDENTIFIER
+_char_classes = secret_structure.char_classes
 
 
 def _is_secret_value(match: re.Match[str]) -> bool:
@@ -250,12 +238,9 @@ def _is_secret_value(match: re.Match[str]) -> bool:
     return _char_classes(value) >= 2 or (quoted and len(value) >= 12)
 
 
-# `postgres://user:password@localhost` is how documentation writes a connection string.
-_URL_PASSWORD_WORDS = frozenset({"password", "passwd", "pass", "pwd", "pw", "secret"})
-
-
 def _is_url_password(value: str) -> bool:
-    return value.lower() not in _URL_PASSWORD_WORDS and not _PLACEHOLDER.match(value)
+    # `postgres://user:password@localhost` is how documentation writes a connection string.
+    return not secret_structure.stands_for_a_secret(value)
 
 
 def _url_password_ok(match: re.Match[str]) -> bool:
@@ -311,6 +296,39 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
         _where(check=_mixed_alnum),
     ),
     _Pattern("npm_token", _token("npm_", r"[A-Za-z0-9]{36}"), _where()),
+    # Formats the maintained rules (loopmem.secret_rules) and detect-secrets miss, each from its provider's
+    # documentation: crates.io API tokens ("cio" + 32, doc.rust-lang.org/cargo/reference/registry-authentication);
+    # HashiCorp Vault service, batch and recovery tokens (developer.hashicorp.com/vault/docs/concepts/tokens);
+    # Doppler's personal, service, service-account, SCIM, audit and CLI tokens (docs.doppler.com, "Token
+    # formats"); Resend API keys (resend.com/docs); Mapbox secret tokens (docs.mapbox.com, "Access tokens");
+    # Tencent Cloud SecretIds and Alibaba Cloud AccessKey IDs, which like AWS key ids name a key pair's secret
+    # half; Discord webhook URLs, which post without any other credential (discord.com/developers/docs).
+    _Pattern("crates_io_token", _token("cio", r"[A-Za-z0-9]{32}"), _where()),
+    _Pattern("vault_token", _token(r"hv[sbr]\.", rf"[{_T}]{{24,}}"), _where()),
+    _Pattern(
+        "doppler_token",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])dp\.(?:pt|st|sa|scim|audit|ct)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}"
+            r"(?![A-Za-z0-9])"
+        ),
+        _where(),
+    ),
+    _Pattern("resend_api_key", _token("re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"), _where()),
+    _Pattern("mapbox_secret_token", _token(r"sk\.eyJ", rf"[{_T}]{{10,}}\.[{_T}]{{10,}}"), _where()),
+    _Pattern("tencent_secret_id", _token("AKID", r"[A-Za-z0-9]{32}"), _where(check=_mixed_alnum)),
+    _Pattern("alibaba_access_key_id", _token("LTAI", r"[A-Za-z0-9]{12,20}"), _where(check=_mixed_alnum)),
+    _Pattern(
+        "discord_webhook",
+        re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{17,20}/[A-Za-z0-9_-]{60,68}"),
+        _where(),
+    ),
+    # A PuTTY private key file (PPK v2 and v3, the.earth.li/~sgtatham/putty/latest/htmldoc/AppendixC.html): from
+    # its header to its closing `Private-MAC` line.
+    _Pattern(
+        "private_key",
+        re.compile(r"PuTTY-User-Key-File-\d: [^\n]{1,100}(?:\r?\n[A-Za-z0-9+/=:\- @.]{0,200}){0,80}"),
+        _where(),
+    ),
     # .npmrc: `//registry.example.com/:_authToken=<token>`, whatever the registry's token looks like (npm_,
     # a UUID, base64, a JWT); `${NPM_TOKEN}` and `<token>` are not tokens.
     _Pattern("npm_token", re.compile(r"_authToken=(?P<value>[A-Za-z0-9._~+/=-]{8,512})"), _where("value")),
@@ -348,13 +366,13 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
     ),
 )
 
-_SECRET_KEYS = r"secret(?:[_-]?key)?|client[_-]?secret|api[_-]?key|access[_-]?token|auth[_-]?token|private[_-]?token"
-
 # Generic ones come last: when a span is also a specific kind (`password = "sk-..."`), the specific wins.
 _OWN_GENERIC: tuple[_Pattern, ...] = (
     _Pattern(
         "url_password",
-        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?#@\"'<>]+)@"),
+        # Up to the last `@` before the host, `#` and `@` included: a password written raw in a DSN
+        # (`etl:Winter1999#@db`, `etl:Ch3l$3@77@db`) is still the password.
+        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?\"'<>]+)@"),
         _where("value", _url_password_ok),
     ),
     _Pattern(
@@ -368,12 +386,6 @@ _OWN_GENERIC: tuple[_Pattern, ...] = (
         _assignment(r"pass(?:word|wd|phrase)"),
         _where("value", _is_secret_value),
         keywords=("passw", "passphrase"),
-    ),
-    _Pattern(
-        "secret_assignment",
-        _assignment(_SECRET_KEYS),
-        _where("value", _is_secret_value),
-        keywords=("secret", "client", "api", "access", "auth", "private"),
     ),
 )
 
@@ -480,7 +492,9 @@ def _plugin_spans(plugin: BasePlugin, lines: str, text: str) -> Iterator[tuple[i
         at = text.find(value)
         while at != -1:
             start, end = at, at + len(value)
-            wide = _widen(text, start, end, covered) if widens else (start, end)
+            # A token value is widened both ways; any other value cut short inside a token (Discord's third
+            # part is longer than the plugin's regex allows) runs on to the token's end.
+            wide = _widen(text, start, end, covered if widens else start)
             covered = wide[1]
             token = text[wide[0] : wide[1]]
             if token not in recognised:
@@ -566,15 +580,36 @@ def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
                 if entry.confirm is None or entry.confirm(text[start:end]):
                     yield rank, Finding(entry.kind, start, end)
         rank += 1
+    for kind, start, end in secret_ids.findings(text):
+        yield rank, Finding(kind, start, end)
+    rank += 1
     for pattern in _OWN_GENERIC:
         for finding in _pattern_findings(pattern, text, lowered):
             yield rank, finding
         rank += 1
+    for kind, start, end in secret_structure.findings(text, lowered):
+        yield rank, Finding(kind, start, end)
+    rank += 1
+    # The maintained rules last: where one of ours reports the same span, its kind names it.
+    for kind, start, end in secret_rules.findings(text):
+        # The rules' generic forms take what documentation writes for a secret (`user:password@`) as one.
+        if not secret_structure.stands_for_a_secret(text[start:end]):
+            yield rank, Finding(kind, start, end)
+
+
+def _masked(value: str) -> bool:
+    """A token of the right prefix filled with one character (`ghp_xxxxxxxx…`, `sk_live_0000…`): a mask or a
+    placeholder. Random text of 12 characters carries 3 bits a character or more; these under 2. Numbers (a
+    card, a PIN) are judged by their checksums and lengths instead."""
+    return len(value) >= 12 and any(c.isalpha() for c in value) and secret_structure.shannon(value) < 2.0
 
 
 def scan(text: str) -> list[Finding]:
     """The secrets in `text`, by start offset; a finding inside another one's span is dropped."""
-    ordered = sorted(_candidates(text), key=lambda rf: (rf[1].start, -rf[1].end, rf[0]))
+    ordered = sorted(
+        (rf for rf in _candidates(text) if not _masked(text[rf[1].start : rf[1].end])),
+        key=lambda rf: (rf[1].start, -rf[1].end, rf[0]),
+    )
     findings: list[Finding] = []
     reach = -1
     for _rank, finding in ordered:

@@ -449,9 +449,11 @@ NON_ASCII = Secret("non_ascii_text", "password", "İstanbul ofisi: password=Kp9#
 
 
 def covers(findings: list[Finding], case: Secret) -> bool:
+    """A finding spans the whole secret. Its kind is the detector's to name: a maintained rule may report the
+    secret as part of a wider one (an Azure key inside its connection string) under its own name."""
     start = case.text.index(case.secret)
     end = start + len(case.secret)
-    return any(f.kind == case.kind and f.start <= start and f.end >= end for f in findings)
+    return any(f.start <= start and f.end >= end for f in findings)
 
 
 # --- What the write-path tests share -------------------------------------------------------------------------
@@ -470,12 +472,11 @@ def secret_span(case: Secret) -> tuple[int, int]:
 
 
 def refused_over_its_span(details: dict[str, Any], name: str, case: Secret, offset: int = 0) -> bool:
-    """A refusal names the case's kind and a span of field `name` covering the secret (`offset`: where the
-    case's text starts in that field's value)."""
+    """A refusal names a span of field `name` covering the secret (`offset`: where the case's text starts in that
+    field's value); the kind is the detector's to name (`covers`)."""
     start, end = secret_span(case)
     spans = details.get("spans", {}).get(name, [])
-    covered = any(s <= start + offset and e >= end + offset for s, e in spans)
-    return case.kind in details.get("kinds", []) and covered
+    return bool(details.get("kinds")) and any(s <= start + offset and e >= end + offset for s, e in spans)
 
 
 @dataclass

@@ -1,9 +1,14 @@
-"""The secret detector against the shared corpus (`tests/secret_corpus.py`): every secret kind caught with its kind
-and span, look-alikes left alone."""
+"""The secret detector against the shared corpus (`tests/secret_corpus.py`): every secret caught over its span,
+look-alikes left alone."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import call_command
+from kingfisher_sdk import __version__ as kingfisher_version
 
 from loopmem.secret_scan import Finding, redact, scan
 from tests.secret_corpus import ALNUM, BENIGN, NON_ASCII, SECRETS, Secret, covers, pem, rand
@@ -24,7 +29,7 @@ def test_the_corpus_has_at_least_25_secret_kinds_and_50_look_alikes() -> None:
 
 
 @pytest.mark.parametrize("case", [*SECRETS, NON_ASCII], ids=lambda c: c.id)
-def test_each_secret_is_found_with_its_kind_over_its_whole_span(case: Secret) -> None:
+def test_each_secret_is_found_over_its_whole_span(case: Secret) -> None:
     findings = scan(case.text)
     assert covers(findings, case), findings
 
@@ -33,7 +38,7 @@ def test_each_secret_is_found_with_its_kind_over_its_whole_span(case: Secret) ->
 def test_redacting_a_secret_leaves_none_of_it(case: Secret) -> None:
     redacted = redact(case.text, scan(case.text))
     assert case.secret not in redacted
-    assert f"[REDACTED:{case.kind}]" in redacted
+    assert "[REDACTED:" in redacted
 
 
 @pytest.mark.parametrize(("name", "text"), BENIGN, ids=[name for name, _ in BENIGN])
@@ -59,7 +64,7 @@ def test_many_secrets_in_one_text_are_each_found_in_order() -> None:
     assert [f.start for f in findings] == sorted(f.start for f in findings)
     for case in SECRETS[:12]:
         start = text.index(case.secret)
-        assert any(f.kind == case.kind and f.start <= start and f.end >= start + len(case.secret) for f in findings)
+        assert any(f.start <= start and f.end >= start + len(case.secret) for f in findings)
 
 
 def test_a_finding_inside_another_is_dropped() -> None:
@@ -99,3 +104,21 @@ def test_a_finding_is_frozen_and_holds_no_secret() -> None:
     assert set(vars(finding)) == {"kind", "start", "end"}
     with pytest.raises(AttributeError):
         finding.kind = "other"  # type: ignore[misc]
+
+
+def test_a_provider_token_after_multibyte_text_is_found_at_its_character_offsets() -> None:
+    # The maintained rules count bytes of UTF-8; a Finding counts characters.
+    token = "gh" + "p_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    text = f"Grüße aus Köln 🎉 — der Token ist {token}, bitte nicht teilen"
+    start = text.index(token)
+    assert any(f.start <= start and f.end >= start + len(token) for f in scan(text))
+    assert all(f.end <= len(text) for f in scan(text))
+
+
+def test_the_secret_rules_command_names_the_rules_in_force() -> None:
+    out = io.StringIO()
+    call_command("secret_rules", "--json", stdout=out)
+    info = json.loads(out.getvalue())
+    assert info["version"] == kingfisher_version
+    assert info["formats"] > 400
+    assert info["cache"] in ("loaded", "stored")
