@@ -518,14 +518,7 @@ def _lines_at(text: str, positions: Iterable[int]) -> list[tuple[int, int]]:
     return lines
 
 
-def _keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
-    positions: set[int] = set()
-    for keyword in keywords:
-        at = lowered.find(keyword)
-        while at != -1:
-            positions.add(at)
-            at = lowered.find(keyword, at + 1)
-    return sorted(positions)
+_keyword_positions = secret_structure.keyword_positions
 
 
 def _matches(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[re.Match[str]]:

@@ -441,7 +441,9 @@ _PROSE_FORMS = (_Form("password", _PROSE, _told, _PROSE_KEYWORDS, kind_of=_told_
 # --- Running them ------------------------------------------------------------------------------------------
 
 
-def _keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
+def keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
+    """Where any of `keywords` occurs in `lowered`, in order: str.find is far cheaper than a case-insensitive
+    regex trying every position."""
     positions: set[int] = set()
     for keyword in keywords:
         at = lowered.find(keyword)
@@ -459,7 +461,7 @@ def _found(form: _Form, text: str, lowered: str | None) -> Iterator[tuple[str, i
     if not form.keywords or lowered is None:
         candidates = form.regex.finditer(text)
     else:
-        candidates = (form.regex.match(text, at) for at in _keyword_positions(lowered, form.keywords))
+        candidates = (form.regex.match(text, at) for at in keyword_positions(lowered, form.keywords))
     resume = 0
     for match in candidates:
         if match is None or match.start() < resume:  # none here, or inside the previous secret
