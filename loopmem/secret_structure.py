@@ -222,7 +222,7 @@ def _random_argument(value: str) -> bool:
     return looks_random(value) and shannon(value) >= 3.5 and not _UUID.match(value)
 
 
-def _pgpass(match: re.Match[str]) -> tuple[int, int] | None:
+def _password_value(match: re.Match[str]) -> tuple[int, int] | None:
     return match.span("value") if could_be_password(match.group("value")) else None
 
 
@@ -292,7 +292,7 @@ _FORMS: tuple[_Form, ...] = (
             r"(?<![\w-])(?:-u|-a|--user|--auth|--http-user)(?:=|[ \t]+)[\"']?[^\s:\"']{1,64}:"
             r"(?P<value>[^\s\"']{4,128})"
         ),
-        _pgpass,
+        _password_value,
         ("-u", "-a", "--user", "--auth", "--http-user"),
     ),
     # A key handed to an SDK's client in code: `cohere.Client("…")`, `new Resend('…')`,
@@ -318,7 +318,7 @@ _FORMS: tuple[_Form, ...] = (
         "authorization_header",
         re.compile(
             r"(?i)(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][\w-]{0,24}[ =])?[ \t]*"
-            r"(?P<value>[A-Za-z0-9._~+/=:$-]{12,})"
+            r"(?P<value>[A-Za-z0-9._~+/=:$-]{12,2000})"
         ),
         lambda match: match.span("value") if looks_random(match.group("value")) else None,
         ("authorization",),
@@ -330,13 +330,13 @@ _FORMS: tuple[_Form, ...] = (
             r"(?m)(?<![\w.:/-])(?P<host>[A-Za-z*][\w.*-]{0,100}):(?:\d{1,5}|\*):[^:\s]{1,64}:[^:\s]{1,64}:"
             r"(?P<value>[^\s:]{4,128})(?=\s|$)"
         ),
-        _pgpass,
+        _password_value,
         requires=re.compile(r":(?:\d{1,5}|\*):[^:\s]{1,64}:[^:\s]{1,64}:"),
     ),
     _Form(
         "password",
         re.compile(r"(?i)\bmachine\s+\S{1,200}\s+login\s+\S{1,200}\s+password\s+(?P<value>\S{4,128})"),
-        _pgpass,
+        _password_value,
         ("machine",),
     ),
 )
