@@ -81,8 +81,9 @@ def looks_random(value: str) -> bool:
         return False
     if re.search(r"\s|\\[nrt]|://", value):
         return False
-    if not any(c.isdigit() for c in value) and re.fullmatch(r"[A-Za-z]+(?:[ _.:-][A-Za-z]+)*", value):
-        return False  # words: `read_only`, `Bearer`, `AES-GCM`
+    words = value.strip(".,;:!?")
+    if not any(c.isdigit() for c in value) and re.fullmatch(r"[A-Za-z]+(?:[ _.:-][A-Za-z]+)*", words):
+        return False  # words: `read_only`, `Bearer`, `AES-GCM`, `authorization:`
     return char_classes(value) >= 2 and shannon(value) >= 3.0
 
 
@@ -455,21 +456,30 @@ def keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
 
 def _found(form: _Form, text: str, lowered: str | None) -> Iterator[tuple[str, int, int]]:
     """What `form` finds: at each keyword occurrence (or over the whole text), a match its locate keeps."""
-    candidates: Iterator[re.Match[str] | None]
     if form.requires is not None and not form.requires.search(text):
         return
     if not form.keywords or lowered is None:
-        candidates = form.regex.finditer(text)
+        matches: Iterator[re.Match[str]] = form.regex.finditer(text)
     else:
-        candidates = (form.regex.match(text, at) for at in keyword_positions(lowered, form.keywords))
-    resume = 0
-    for match in candidates:
-        if match is None or match.start() < resume:  # none here, or inside the previous secret
-            continue
+        matches = _keyword_matches(form, text, lowered)
+    for match in matches:
         span = form.locate(match)
         if span is not None and span[0] < span[1]:
-            resume = match.end()
             yield (form.kind_of(match) if form.kind_of else form.kind), *span
+
+
+def _keyword_matches(form: _Form, text: str, lowered: str) -> Iterator[re.Match[str]]:
+    """The form's matches starting at its keywords, as finditer would find them: the next one starts after this
+    one, kept by its locate or not. Trying every keyword inside a value just matched (`key=key=key=…`) would
+    match it again from each: quadratic in the text."""
+    resume = 0
+    for at in keyword_positions(lowered, form.keywords):
+        if at < resume:
+            continue
+        match = form.regex.match(text, at)
+        if match is not None:
+            resume = max(match.end(), at + 1)
+            yield match
 
 
 def findings(text: str, lowered: str | None) -> Iterator[tuple[str, int, int]]:

@@ -125,7 +125,11 @@ def with_secrets(text: str, rng: random.Random) -> str:
 
 # Crafted texts: a prefix repeated without ever completing a secret, the shape that makes a backtracking
 # regex rescan the rest of the text from every occurrence. The figure must stay near the others.
-ADVERSARIAL_PREFIXES = ("eyJ", "//", "sk-", "xoxb-1-", "ghp_", "-----BEGIN RSA PRIVATE KEY-----", "password: ")
+ADVERSARIAL_PREFIXES = (
+    *("eyJ", "//", "sk-", "xoxb-1-", "ghp_", "-----BEGIN RSA PRIVATE KEY-----", "password: "),
+    # The structural and prose forms' own worst cases: a name whose value runs on, a noun with no value.
+    *("key=", "pw ", "authorization: "),
+)
 
 
 def adversarial(prefix: str) -> str:
