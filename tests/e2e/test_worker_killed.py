@@ -63,6 +63,17 @@ class EmbeddingsServer(ThreadingHTTPServer):
     def axis_of(text: str) -> int:
         return zlib.crc32(text.encode()) % DIMENSIONS
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[EmbeddingsServer]:
+        """Serve from a thread until the block ends; a call still hanging is released first."""
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        try:
+            yield self
+        finally:
+            self.release.set()
+            self.shutdown()
+            self.server_close()
+
 
 DIMENSIONS = 384
 
@@ -98,15 +109,8 @@ class _EmbeddingsHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def embeddings_server() -> Iterator[EmbeddingsServer]:
-    server = EmbeddingsServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with EmbeddingsServer().running() as server:
         yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def _one_hot(axis: int) -> list[float]:

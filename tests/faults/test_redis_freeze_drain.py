@@ -8,7 +8,6 @@ the drill's own redis-server (tests/faults/conftest.py)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,19 +36,12 @@ FREEZES = {
 @pytest.fixture
 def provider(tenant: Any) -> Iterator[EmbeddingsServer]:
     """The tenant's embedding provider: a loopback server whose first call hangs until released."""
-    server = EmbeddingsServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    tenant_set_provider(
-        tenant=tenant, embedding="openai", embedding_base_url=server.url, embedding_api_key="sk-t",
-        embedding_model="m",
-    )  # fmt: skip
-    try:
+    with EmbeddingsServer().running() as server:
+        tenant_set_provider(
+            tenant=tenant, embedding="openai", embedding_base_url=server.url, embedding_api_key="sk-t",
+            embedding_model="m",
+        )  # fmt: skip
         yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def _write(agent: Any, text: str) -> str:
