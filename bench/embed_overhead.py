@@ -27,7 +27,7 @@ from loopmem import embeddings
 from loopmem.models import Tenant
 from loopmem.services import tenant_set_provider
 
-GOAL_OVERHEAD_MS = 1.0  # issue 20: the call costs at most this much over the provider's own round trip
+GOAL_OVERHEAD_MS = 1.0  # the call costs at most this much over the provider's own round trip (docs/performance.md)
 TENANT_SLUG = "bench-embed-overhead"
 LOOPBACK_API_KEY = "loopback-bench"  # the loopback server checks no key; the provider refuses to run without one
 

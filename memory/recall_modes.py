@@ -30,7 +30,7 @@ from memory.selectors import RecallHit, RecallResult, memory_recall, recall_k
 
 RecallMode = Literal["semantic", "keyword", "hybrid"]
 RECALL_MODES: tuple[RecallMode, ...] = ("semantic", "keyword", "hybrid")
-DEFAULT_MODE: RecallMode = "semantic"  # the HTTP default: today's envelope, byte for byte
+DEFAULT_MODE: RecallMode = "semantic"  # the HTTP default: the reference's envelope, byte for byte
 # Each lane's pool only chooses the candidates: every candidate is scored exactly by both lanes, so a pool of 10 to
 # 100 gave the same evaluation figures (docs/quality.md); 20 keeps the reads small.
 LANE_POOL_FLOOR = 20

@@ -100,7 +100,7 @@ for _database in DATABASES.values():
     _database.setdefault("OPTIONS", {})["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
 # Heavy reads bind client-side (psycopg's default in Django). Server-side binding saved spelling the vector literal in
 # Python, but PostgreSQL then carried every row's vector through the hybrid read's sorts (spilled to disk): a
-# quota-full subject's hybrid recall went from ~56 to ~100 ms p50 (issue 20, third round; docs/performance.md).
+# quota-full subject's hybrid recall took ~100 ms p50 against ~56 bound client-side (docs/performance.md).
 # Web processes only (loopmem.db_timeouts), on every alias but heavy_read: a statement of a request running longer is
 # cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
 WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)

@@ -281,7 +281,7 @@ _COUNTS = ["candidates", "gated_out", "deduplicated", "superseded", "written", "
 def _count(job: PromotionJob, summary: PersistSummary) -> None:
     """This attempt's persist figures; the memory ids (and `written`) cover every attempt of the job."""
     job.deduplicated, job.superseded = summary.deduped, summary.superseded
-    # Candidates dropped for holding a secret (issue 18): never written, whatever the tenant's policy.
+    # Candidates dropped for holding a secret: never written, whatever the tenant's policy (docs/security.md).
     job.detail = {**job.detail, "secret_dropped": summary.secret_dropped}
     job.memory_ids = list(dict.fromkeys([*job.memory_ids, *(uuid.UUID(i) for i in summary.memory_ids)]))
     job.written = len(job.memory_ids)
