@@ -54,6 +54,7 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from loopmem import secret_ids, secret_rules, secret_structure
+from loopmem.secret_structure import Form, Locate
 
 
 @dataclass(frozen=True)
@@ -66,25 +67,12 @@ class Finding:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Our own patterns: a regex, where in a match the secret lies (or None: not a secret after all), and for
-# keyword-led patterns the keywords every match starts with.
+# Our own patterns: secret_structure.Form, a regex and where in a match the secret lies.
 
 _Check = Callable[[re.Match[str]], bool]
-_Locate = Callable[[re.Match[str]], tuple[int, int] | None]
 
 
-@dataclass(frozen=True)
-class _Pattern:
-    kind: str
-    regex: re.Pattern[str]
-    locate: _Locate
-    # Lowercase. When given, the regex is tried only where one of them occurs (found with str.find, far
-    # cheaper than a case-insensitive regex trying every position); otherwise over the whole text, which
-    # is cheap because such a regex opens with a literal, a digit or a capital.
-    keywords: tuple[str, ...] = ()
-
-
-def _where(group: int | str = 0, check: _Check | None = None) -> _Locate:
+def _where(group: int | str = 0, check: _Check | None = None) -> Locate:
     def locate(match: re.Match[str]) -> tuple[int, int] | None:
         if check is not None and not check(match):
             return None
@@ -283,19 +271,19 @@ def _json_string_span(match: re.Match[str]) -> tuple[int, int] | None:
     return None if close == -1 else (match.end(), close)
 
 
-_OWN_SPECIFIC: tuple[_Pattern, ...] = (
-    _Pattern("gcp_service_account_key", re.compile(r'"private_key"\s*:\s*"(?=-----BEGIN)'), _json_string_span),
+_OWN_SPECIFIC: tuple[Form, ...] = (
+    Form("gcp_service_account_key", re.compile(r'"private_key"\s*:\s*"(?=-----BEGIN)'), _json_string_span),
     # The whole block: its BEGIN line, body and END line.
-    _Pattern("private_key", re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----"), _pem_span),
+    Form("private_key", re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?)-----"), _pem_span),
     # loopmem.services.api_key_create: "lm_" + secrets.token_urlsafe(32), always 43 characters.
-    _Pattern("loopmem_api_key", _token("lm_", rf"[{_T}]{{43}}"), _where()),
-    _Pattern("anthropic_key", _token("sk-ant-", rf"[{_T}]{{32,}}"), _where()),
-    _Pattern(
+    Form("loopmem_api_key", _token("lm_", rf"[{_T}]{{43}}"), _where()),
+    Form("anthropic_key", _token("sk-ant-", rf"[{_T}]{{32,}}"), _where()),
+    Form(
         "openai_key",
         _token("sk-", rf"(?!ant-)(?:proj-|svcacct-|admin-)?[{_T}]{{32,}}"),
         _where(check=_mixed_alnum),
     ),
-    _Pattern("npm_token", _token("npm_", r"[A-Za-z0-9]{36}"), _where()),
+    Form("npm_token", _token("npm_", r"[A-Za-z0-9]{36}"), _where()),
     # Formats the maintained rules (loopmem.secret_rules) and detect-secrets miss, each from its provider's
     # documentation: crates.io API tokens ("cio" + 32, doc.rust-lang.org/cargo/reference/registry-authentication);
     # HashiCorp Vault service, batch and recovery tokens (developer.hashicorp.com/vault/docs/concepts/tokens);
@@ -303,9 +291,9 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
     # formats"); Resend API keys (resend.com/docs); Mapbox secret tokens (docs.mapbox.com, "Access tokens");
     # Tencent Cloud SecretIds and Alibaba Cloud AccessKey IDs, which like AWS key ids name a key pair's secret
     # half; Discord webhook URLs, which post without any other credential (discord.com/developers/docs).
-    _Pattern("crates_io_token", _token("cio", r"[A-Za-z0-9]{32}"), _where()),
-    _Pattern("vault_token", _token(r"hv[sbr]\.", rf"[{_T}]{{24,}}"), _where()),
-    _Pattern(
+    Form("crates_io_token", _token("cio", r"[A-Za-z0-9]{32}"), _where()),
+    Form("vault_token", _token(r"hv[sbr]\.", rf"[{_T}]{{24,}}"), _where()),
+    Form(
         "doppler_token",
         re.compile(
             r"(?<![A-Za-z0-9_-])dp\.(?:pt|st|sa|scim|audit|ct)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}"
@@ -313,49 +301,49 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
         ),
         _where(),
     ),
-    _Pattern("resend_api_key", _token("re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"), _where()),
-    _Pattern("mapbox_secret_token", _token(r"sk\.eyJ", rf"[{_T}]{{10,}}\.[{_T}]{{10,}}"), _where()),
-    _Pattern("tencent_secret_id", _token("AKID", r"[A-Za-z0-9]{32}"), _where(check=_mixed_alnum)),
-    _Pattern("alibaba_access_key_id", _token("LTAI", r"[A-Za-z0-9]{12,20}"), _where(check=_mixed_alnum)),
-    _Pattern(
+    Form("resend_api_key", _token("re_", r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"), _where()),
+    Form("mapbox_secret_token", _token(r"sk\.eyJ", rf"[{_T}]{{10,}}\.[{_T}]{{10,}}"), _where()),
+    Form("tencent_secret_id", _token("AKID", r"[A-Za-z0-9]{32}"), _where(check=_mixed_alnum)),
+    Form("alibaba_access_key_id", _token("LTAI", r"[A-Za-z0-9]{12,20}"), _where(check=_mixed_alnum)),
+    Form(
         "discord_webhook",
         re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{17,20}/[A-Za-z0-9_-]{60,68}"),
         _where(),
     ),
     # A PuTTY private key file (PPK v2 and v3, the.earth.li/~sgtatham/putty/latest/htmldoc/AppendixC.html): from
     # its header to its closing `Private-MAC` line.
-    _Pattern(
+    Form(
         "private_key",
         re.compile(r"PuTTY-User-Key-File-\d: [^\n]{1,100}(?:\r?\n[A-Za-z0-9+/=:\- @.]{0,200}){0,80}"),
         _where(),
     ),
     # .npmrc: `//registry.example.com/:_authToken=<token>`, whatever the registry's token looks like (npm_,
     # a UUID, base64, a JWT); `${NPM_TOKEN}` and `<token>` are not tokens.
-    _Pattern("npm_token", re.compile(r"_authToken=(?P<value>[A-Za-z0-9._~+/=-]{8,512})"), _where("value")),
-    _Pattern("google_api_key", _token("AIza", rf"[{_T}]{{35}}"), _where()),
-    _Pattern("github_token", _token("github_pat_", r"[A-Za-z0-9_]{22,}"), _where()),
-    _Pattern("stripe_key", _token("[sr]k_", r"(?:live|test)_[0-9a-zA-Z]{24,}"), _where()),
-    _Pattern(
+    Form("npm_token", re.compile(r"_authToken=(?P<value>[A-Za-z0-9._~+/=-]{8,512})"), _where("value")),
+    Form("google_api_key", _token("AIza", rf"[{_T}]{{35}}"), _where()),
+    Form("github_token", _token("github_pat_", r"[A-Za-z0-9_]{22,}"), _where()),
+    Form("stripe_key", _token("[sr]k_", r"(?:live|test)_[0-9a-zA-Z]{24,}"), _where()),
+    Form(
         "jwt",
         _token("eyJ", rf"[{_T}]{{8,}}\.[{_T}]{{2,}}\.[{_T}]*"),
         _where(check=_is_jwt),
     ),
-    _Pattern("azure_storage_key", re.compile(r"AccountKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
-    _Pattern("azure_shared_access_key", re.compile(r"SharedAccessKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
-    _Pattern("azure_sas_signature", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/]{20,}(?:%3D|=){0,2})"), _where(1)),
-    _Pattern(
+    Form("azure_storage_key", re.compile(r"AccountKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
+    Form("azure_shared_access_key", re.compile(r"SharedAccessKey=([A-Za-z0-9+/]{20,}={0,2})"), _where(1)),
+    Form("azure_sas_signature", re.compile(r"sig=(?<=[?&]sig=)([A-Za-z0-9%+/]{20,}(?:%3D|=){0,2})"), _where(1)),
+    Form(
         "payment_card",
         re.compile(r"\d(?<![\w.+-]\d)(?:[ -]?\d){12,18}(?![\w-]|\.\d)"),
         _where(check=_is_card_number),
     ),
-    _Pattern(
+    Form(
         "iban",
         re.compile(
             r"[A-Z][A-Z](?<![A-Za-z0-9][A-Z][A-Z])\d\d(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?(?![A-Za-z0-9])"
         ),
         _iban_span,
     ),
-    _Pattern(
+    Form(
         "us_ssn",
         re.compile(
             r"(?i)\b(?:ssn|ss\#|social[ -]security(?:[ -](?:number|no\.?|\#))?)[ \t]*(?:\#|no\.?|number)?"
@@ -367,21 +355,21 @@ _OWN_SPECIFIC: tuple[_Pattern, ...] = (
 )
 
 # Generic ones come last: when a span is also a specific kind (`password = "sk-..."`), the specific wins.
-_OWN_GENERIC: tuple[_Pattern, ...] = (
-    _Pattern(
+_OWN_GENERIC: tuple[Form, ...] = (
+    Form(
         "url_password",
         # Up to the last `@` before the host, `#` and `@` included: a password written raw in a DSN
         # (`etl:Winter1999#@db`, `etl:Ch3l$3@77@db`) is still the password.
         re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?\"'<>]+)@"),
         _where("value", _url_password_ok),
     ),
-    _Pattern(
+    Form(
         "bearer_token",
         re.compile(r"(?i)\bbearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]{20,}=*)"),
         _where("value", _has_letter_and_digit),
         keywords=("bearer",),
     ),
-    _Pattern(
+    Form(
         "password",
         _assignment(r"pass(?:word|wd|phrase)"),
         _where("value", _is_secret_value),
@@ -521,20 +509,6 @@ def _lines_at(text: str, positions: Iterable[int]) -> list[tuple[int, int]]:
 _keyword_positions = secret_structure.keyword_positions
 
 
-def _matches(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[re.Match[str]]:
-    if not pattern.keywords or lowered is None:
-        yield from pattern.regex.finditer(text)
-        return
-    resume = 0
-    for at in _keyword_positions(lowered, pattern.keywords):
-        if at < resume:  # inside the previous match, as finditer would skip it
-            continue
-        match = pattern.regex.match(text, at)
-        if match is not None:
-            resume = match.end()
-            yield match
-
-
 def _triggered_lines(trigger: _Trigger, text: str, lowered: str | None) -> str:
     """The lines of `text` where `trigger` hits, joined: what its plugin is run on."""
     if trigger.words and lowered is None:
@@ -543,13 +517,6 @@ def _triggered_lines(trigger: _Trigger, text: str, lowered: str | None) -> str:
     word_lines = _lines_at(text, _keyword_positions(lowered, trigger.words)) if lowered and trigger.words else []
     lines = set(regex_lines) & set(word_lines) if trigger.both else set(regex_lines) | set(word_lines)
     return "\n".join(text[start:end] for start, end in sorted(lines))
-
-
-def _pattern_findings(pattern: _Pattern, text: str, lowered: str | None) -> Iterator[Finding]:
-    for match in _matches(pattern, text, lowered):
-        span = pattern.locate(match)
-        if span is not None and span[0] < span[1]:
-            yield Finding(pattern.kind, *span)
 
 
 def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
@@ -561,8 +528,8 @@ def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
         lowered = None
     rank = 0
     for pattern in _OWN_SPECIFIC:
-        for finding in _pattern_findings(pattern, text, lowered):
-            yield rank, finding
+        for kind, start, end in secret_structure.found(pattern, text, lowered):
+            yield rank, Finding(kind, start, end)
         rank += 1
     triggered: dict[_Trigger, str] = {}
     for entry in _DETECT_SECRETS:
@@ -577,8 +544,8 @@ def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
         yield rank, Finding(kind, start, end)
     rank += 1
     for pattern in _OWN_GENERIC:
-        for finding in _pattern_findings(pattern, text, lowered):
-            yield rank, finding
+        for kind, start, end in secret_structure.found(pattern, text, lowered):
+            yield rank, Finding(kind, start, end)
         rank += 1
     for kind, start, end in secret_structure.findings(text, lowered):
         yield rank, Finding(kind, start, end)

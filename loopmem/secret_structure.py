@@ -168,15 +168,21 @@ def _value_ok(kind_of_name: str | None, value: str, *, quoted: bool) -> bool:
 
 # --- The forms ---------------------------------------------------------------------------------------------
 
-_Locate = Callable[[re.Match[str]], tuple[int, int] | None]
+Locate = Callable[[re.Match[str]], tuple[int, int] | None]
 
 
 @dataclass(frozen=True)
-class _Form:
+class Form:
+    """A way a secret is written: a regex, where in a match the secret lies (`locate`; None: not a secret after
+    all) and, for keyword-led forms, the keywords every match starts with. loopmem.secret_scan's own patterns
+    are forms too."""
+
     kind: str
     regex: re.Pattern[str]
-    locate: _Locate
-    # Lowercase; the regex is tried at each occurrence (it starts with one of them) or, empty, over the text.
+    locate: Locate
+    # Lowercase. When given, the regex is tried only where one of them occurs (found with str.find, far cheaper
+    # than a case-insensitive regex trying every position); otherwise over the whole text, which is cheap
+    # because such a regex opens with a literal, a digit or a capital.
     keywords: tuple[str, ...] = ()
     # The kind of a match, where the form finds several (a PIN, a password, a key told in prose).
     kind_of: Callable[[re.Match[str]], str] | None = None
@@ -227,10 +233,10 @@ def _password_value(match: re.Match[str]) -> tuple[int, int] | None:
     return match.span("value") if could_be_password(match.group("value")) else None
 
 
-_FORMS: tuple[_Form, ...] = (
+_FORMS: tuple[Form, ...] = (
     # `name = value`, `name: value`, `"name": "value"`, `NAME=value`, `name => value`, `name := value`; the
     # regex starts at the name's secret word, wherever it sits (`AWS_SECRET_ACCESS_KEY`, `dbPassword`).
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(
             rf"(?i)(?P<name>(?:{'|'.join(_KEYWORDS)})[A-Za-z0-9_.ñ-]{{0,40}})[\"']?[ \t]*(?:=>|:=|=|:)[ \t]*"
@@ -240,20 +246,20 @@ _FORMS: tuple[_Form, ...] = (
         _KEYWORDS,
     ),
     # XML: `<password>…</password>`, `<add key="SmtpPassword" value="…"/>`.
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(r"<(?P<name>[A-Za-z][\w.:-]{0,40})>(?P<value>[^<>\s]{4,200})</(?P=name)>"),
         _named,
         ("<",),
     ),
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(r"(?i)\bkey=\"(?P<name>[\w.:-]{1,60})\"[ \t]+value=\"(?P<value>[^\"\n]{4,200})\""),
         _named,
         ("key=",),
     ),
     # Code that sets a constant by name: `define('AUTH_KEY', '…')`, `os.environ.setdefault("API_TOKEN", "…")`.
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(
             r"(?i)(?:define|setenv|putenv|setdefault|set)\([ \t]*[\"'](?P<name>[\w.-]{1,60})[\"'][ \t]*,[ \t]*"
@@ -263,21 +269,21 @@ _FORMS: tuple[_Form, ...] = (
         ("define", "setenv", "putenv", "setdefault", "set("),
     ),
     # A value set by name on a command line: `aws configure set aws_secret_access_key …`, `setx API_TOKEN …`.
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(r"(?i)\b(?:set|setx|config:set)[ \t]+(?P<name>[\w.-]{1,60})[ \t]+" + _QUOTED_OR_BARE),
         _named,
         ("set",),
     ),
     # Command-line flags: `--token …`, `--api-key=…`, `--client-secret '…'`, `--password …`.
-    _Form(
+    Form(
         "secret_assignment",
         re.compile(r"(?i)(?<![\w-])--?(?P<name>[a-z][a-z0-9-]{0,30})(?:=|[ \t]+)" + _QUOTED_OR_BARE),
         _named,
         ("-",),
     ),
     # MySQL's `-pPASSWORD` (no space) and sshpass's `-p PASSWORD`.
-    _Form(
+    Form(
         "password",
         re.compile(
             r"(?i)\b(?:mysql|mysqldump|mysqladmin|mariadb|sshpass)\b[^\n]{0,200}?[ \t]-p[ \t]?"
@@ -287,7 +293,7 @@ _FORMS: tuple[_Form, ...] = (
         ("mysql", "mariadb", "sshpass"),
     ),
     # `user:password` given to a client on its command line: curl's and wget's `-u`/`--user`, httpie's `-a`.
-    _Form(
+    Form(
         "password",
         re.compile(
             r"(?<![\w-])(?:-u|-a|--user|--auth|--http-user)(?:=|[ \t]+)[\"']?[^\s:\"']{1,64}:"
@@ -298,7 +304,7 @@ _FORMS: tuple[_Form, ...] = (
     ),
     # A key handed to an SDK's client in code: `cohere.Client("…")`, `new Resend('…')`,
     # `SearchClient.create('APP_ID', '…')`. Only a value with the spread of a random key (`_random_argument`).
-    _Form(
+    Form(
         "secret_argument",
         re.compile(
             r"(?:(?:Client|client|Api|API|Auth|auth|Sdk|SDK|Login|login)[\w.]{0,40}|new[ \t]+[A-Z]\w{0,40})"
@@ -308,14 +314,14 @@ _FORMS: tuple[_Form, ...] = (
         ("client", "api", "auth", "sdk", "login", "new"),
     ),
     # A URL's query parameter: `?appid=…`, `&api_key=…`, `&sig=…`.
-    _Form(
+    Form(
         "url_secret_parameter",
         re.compile(r"[?&](?P<name>[A-Za-z][\w.-]{0,30})=(?P<value>[^&#\s\"'<>]{12,300})"),
         _named,
         ("?", "&"),
     ),
     # Any Authorization scheme: `Basic …`, `token …`, `SSWS …`, `key=…`, `Bearer …`.
-    _Form(
+    Form(
         "authorization_header",
         re.compile(
             r"(?i)(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[A-Za-z][\w-]{0,24}[ =])?[ \t]*"
@@ -325,7 +331,7 @@ _FORMS: tuple[_Form, ...] = (
         ("authorization",),
     ),
     # A .pgpass line (`host:port:database:user:password`) and a .netrc entry.
-    _Form(
+    Form(
         "password",
         re.compile(
             r"(?m)(?<![\w.:/-])(?P<host>[A-Za-z*][\w.*-]{0,100}):(?:\d{1,5}|\*):[^:\s]{1,64}:[^:\s]{1,64}:"
@@ -334,7 +340,7 @@ _FORMS: tuple[_Form, ...] = (
         _password_value,
         requires=re.compile(r":(?:\d{1,5}|\*):[^:\s]{1,64}:[^:\s]{1,64}:"),
     ),
-    _Form(
+    Form(
         "password",
         re.compile(r"(?i)\bmachine\s+\S{1,200}\s+login\s+\S{1,200}\s+password\s+(?P<value>\S{4,128})"),
         _password_value,
@@ -436,7 +442,7 @@ def _told_kind(match: re.Match[str]) -> str:
     return "secret_told" if _KEY_NOUN.fullmatch(noun) else "password"
 
 
-_PROSE_FORMS = (_Form("password", _PROSE, _told, _PROSE_KEYWORDS, kind_of=_told_kind),)
+_PROSE_FORMS = (Form("password", _PROSE, _told, _PROSE_KEYWORDS, kind_of=_told_kind),)
 
 
 # --- Running them ------------------------------------------------------------------------------------------
@@ -454,7 +460,7 @@ def keyword_positions(lowered: str, keywords: tuple[str, ...]) -> list[int]:
     return sorted(positions)
 
 
-def _found(form: _Form, text: str, lowered: str | None) -> Iterator[tuple[str, int, int]]:
+def found(form: Form, text: str, lowered: str | None) -> Iterator[tuple[str, int, int]]:
     """What `form` finds: at each keyword occurrence (or over the whole text), a match its locate keeps."""
     if form.requires is not None and not form.requires.search(text):
         return
@@ -468,7 +474,7 @@ def _found(form: _Form, text: str, lowered: str | None) -> Iterator[tuple[str, i
             yield (form.kind_of(match) if form.kind_of else form.kind), *span
 
 
-def _keyword_matches(form: _Form, text: str, lowered: str) -> Iterator[re.Match[str]]:
+def _keyword_matches(form: Form, text: str, lowered: str) -> Iterator[re.Match[str]]:
     """The form's matches starting at its keywords, as finditer would find them: the next one starts after this
     one, kept by its locate or not. Trying every keyword inside a value just matched (`key=key=key=…`) would
     match it again from each: quadratic in the text."""
@@ -486,4 +492,4 @@ def findings(text: str, lowered: str | None) -> Iterator[tuple[str, int, int]]:
     """(kind, start, end) of each secret known by its place in `text`. `lowered` is `text.lower()` when lowering
     kept every character one character long (keyword positions are then offsets into `text`), else None."""
     for form in (*_FORMS, *_PROSE_FORMS):
-        yield from _found(form, text, lowered)
+        yield from found(form, text, lowered)
