@@ -48,6 +48,11 @@ QUERY_EMBEDDING_CACHE = Counter(
 )
 CIRCUIT_OPENED = Counter("loopmem_circuit_breaker_opened", "Times a provider's circuit opened", ["provider"])
 PROMOTION_EVENTS = Counter("loopmem_promotion_events", "Promotion pipeline events (memory_promotion.*)", ["event"])
+PROMOTION_QUARANTINED = Counter(
+    "loopmem_promotion_quarantined",
+    "Promotion candidates the injection guard refused (never written), by the rule that fired",
+    ["rule"],
+)
 PROMOTION_COMPILE_SECONDS = Histogram(
     "loopmem_promotion_compile_seconds", "Session compile latency by compiler", ["compiler"], buckets=_BUCKETS
 )

@@ -291,6 +291,7 @@ class PromotionJob(TenantRoutedModel):
     # What the compile and persist of this job did (the last attempt's figures; memory_ids over all attempts).
     candidates = models.PositiveIntegerField(default=0)
     gated_out = models.PositiveIntegerField(default=0)
+    quarantined = models.PositiveIntegerField(default=0)  # refused by the injection guard: never written
     deduplicated = models.PositiveIntegerField(default=0)
     superseded = models.PositiveIntegerField(default=0)
     written = models.PositiveIntegerField(default=0)

@@ -621,6 +621,9 @@ class PromotionCountsOut(serializers.Serializer):  # type: ignore[type-arg]
 
     candidates = serializers.IntegerField()
     gated_out = serializers.IntegerField()
+    quarantined = serializers.IntegerField(
+        help_text="Candidates the injection guard refused (aimed at the memory system, or relaxing a control)."
+    )
     deduplicated = serializers.IntegerField()
     superseded = serializers.IntegerField()
     written = serializers.IntegerField()

@@ -4,8 +4,8 @@ passes before it is persisted.
 Two compilers: `extractive` (the default, offline: the distiller copies durable sentences with a calibrated
 confidence) and `openai` (any OpenAI-compatible chat LLM). Session content is untrusted data. The LLM sees only
 the caller's own (tenant, subject, session) turns, fenced between delimiters it cannot forge; its output is parsed
-fail-closed. Whatever the compiler, `screen` decides what may be persisted: the confidence gate, then cross-links
-the compiling subject can see.
+fail-closed. Whatever the compiler, `screen` decides what may be persisted: the injection guard, the confidence
+gate, then cross-links the compiling subject can see.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from loopmem import llm
 from loopmem.models import Tenant
 from loopmem.scope import Scope
 from memory.models import MAX_TEXT_BYTES, SessionTurn
+from memory.promotion import guard
 from memory.promotion.distiller import TurnLike, distill
 from memory.selectors import session_turns
 
@@ -68,6 +69,9 @@ class Candidate:
     cross_links: tuple[str, ...] = ()
     # Who said it (user, assistant or fact), when the compiler knows: a promoted "I prefer ..." is the user's.
     speaker_role: str = ""
+    # The index of the turn it was copied from, when the compiler knows (the extractive one does): the guard
+    # then needs no tracing to tell whether it came from a tainted turn.
+    source_turn: int | None = None
 
 
 @dataclass(frozen=True)
@@ -203,23 +207,37 @@ def gate(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 @dataclass(frozen=True)
 class Screened:
-    """What may be persisted, and how many compiled candidates the gate turned away."""
+    """What may be persisted; what the guard quarantined (with the rule that fired) and the gate turned away."""
 
     kept: list[Candidate]
     gated_out: int
+    quarantined: list[tuple[Candidate, str]] = field(default_factory=list)
 
 
-def screen(compiled: Sequence[Candidate], *, scope: Scope | None) -> Screened:
+def screen(compiled: Sequence[Candidate], *, turns: Sequence[TurnLike], scope: Scope | None) -> Screened:
     """The one place every compiled candidate passes before it is persisted (the worker) or scored (the eval).
 
-    The confidence gate, then cross-links checked against what `scope`'s subject can see (no scope: nobody's
-    reader, so every link is dropped). A filter that refuses candidates for what they say (secret detection,
-    issue 18) belongs here, after the gate, so that the worker and the eval apply it alike and the job counts
-    what it dropped.
+    The injection guard first (`memory.promotion.guard`: a quarantined candidate takes no place under the cap),
+    then the confidence gate, then cross-links checked against what `scope`'s subject can see (no scope: nobody's
+    reader, so every link is dropped). Secrets are refused at persist, where explicit writes are refused too.
     """
-    gated = gate(compiled)
+    reading = guard.assess(turns)
+    quarantined: list[tuple[Candidate, str]] = []
+    admitted: list[Candidate] = []
+    for candidate in compiled:
+        rule = reading.verdict(_guarded_text(candidate), source_turn=candidate.source_turn)
+        if rule is None:
+            admitted.append(candidate)
+        else:
+            quarantined.append((candidate, rule))
+    gated = gate(admitted)
     kept = visible_cross_links(scope, gated) if scope is not None else [_without_links(c) for c in gated]
-    return Screened(kept=kept, gated_out=len(compiled) - len(gated))
+    return Screened(kept=kept, gated_out=len(admitted) - len(gated), quarantined=quarantined)
+
+
+def _guarded_text(candidate: Candidate) -> str:
+    # An LLM can put the payload in any field it writes: all of them are read.
+    return "\n".join([candidate.text, candidate.when_to_apply, *candidate.tags])
 
 
 # --- Compilers ------------------------------------------------------------------------------------------------
@@ -247,6 +265,7 @@ class ExtractiveCompiler:
                 confidence=fact.confidence,
                 tags=(fact.kind,),
                 speaker_role=fact.speaker_role,
+                source_turn=fact.turn_index,
             )
             for fact in distill(turns)
         ]

@@ -6,9 +6,9 @@ Tool and system turns are output, not statements, and are never read.
 
 Three layers, from cheap to costly:
 1. hard rules drop what is never a memory: questions, pleasantries, speculation, code and pasted output,
-   secrets, assistant suggestions; a session carrying an instruction aimed at the memory system ("ignore
-   previous instructions", "SYSTEM:", "save this as a fact") yields nothing at all, because an extractive
-   reader cannot tell which neighbouring sentences are the payload;
+   secrets' values, assistant suggestions. What an attacker planted is not the distiller's business: every
+   candidate carries the turn it came from, and `memory.promotion.guard` quarantines what came from a tainted
+   turn, whichever compiler made it;
 2. a logistic model over a dozen rule features and MiniLM similarity to labelled prototype sentences gives
    each survivor a probability of being a fact a careful human would keep; it is fitted on the dev half of
    `promotion/datasets/dataset_v2.json` (`manage.py distiller_fit`), so the promotion gate
@@ -34,7 +34,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memory.promotion.distiller_sentences import CLOSERS, prose_lines, split_sentences, strip_fillers
+from memory.promotion.distiller_sentences import CLOSERS, fold, prose_lines, split_sentences, strip_fillers
+from memory.promotion.guard import speaker_text
 
 MODEL_PATH = Path(__file__).with_name("distiller_model.json")
 READ_ROLES = frozenset({"user", "assistant", "fact"})
@@ -70,6 +71,7 @@ class DistilledFact:
     confidence: float
     kind: str
     speaker_role: str
+    turn_index: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Sentence:
     """A candidate sentence after the hard rules, with what its features need to know about its context."""
 
     text: str  # normalised: what a fact would say
-    raw: str  # as written: what the markers are read from
+    raw: str  # as written, accents folded: what the markers are read from
     role: str
     turn_index: int
     answers_question: bool
@@ -90,23 +92,13 @@ def _words(*alternatives: str) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
 
 
-INJECTION = re.compile(
-    r"ignore\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|former)\s+instructions"
-    r"|disregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)?\s*(?:instructions|rules)"
-    r"|(?:^|[\s\[(\"'])system(?:\s+override)?\s*[\]:]"
-    r"|\b(?:store|save|add|record|write|commit|keep)\b[^.!?\n]{0,40}\b(?:as\s+an?\s+|as\s+)"
-    r"(?:(?:permanent|trusted|verified|new)\s+)?(?:fact|memory|rule)\b"
-    r"|\b(?:store|save|add|write|put)\b[^.!?\n]{0,30}\b(?:in|to|into)\s+(?:your\s+)?(?:long[- ]term\s+)?memory\b"
-    r"|\bmemory\s+update\b"
-    r"|\b(?:note|message)\s+(?:for|to)\s+the\s+(?:ai|assistant|agent|llm|model)\b"
-    r"|\b(?:ai|llm)\s+(?:assistants?|agents?)\b[^.!?\n]{0,30}:"
-    r"|\bfor\s+(?:automation|ai)\s+agents\b"
-    r"|\byou\s+are\s+now\b|\bnew\s+instructions\b|\bdo\s+not\s+tell\s+the\s+user\b",
-    re.IGNORECASE,
-)
+# A secret's value said in a sentence; where it is kept ("the Stripe key is in Vault under kv/...") is a fact.
 SECRET = re.compile(
-    r"\b(?:password|passcode|passphrase|pin|secret|api[ _-]?key|access[ _-]?key|deploy[ _-]?key|token)s?\b"
-    r"\s*(?:is|was|=|:)\s*\S"
+    r"\b(?:password|passcode|passphrase|pin|secret|api[ _-]?key|access[ _-]?key|deploy[ _-]?key|token|passwort|"
+    r"kennwort|contrasena|clave|mot de passe|senha|parola d'ordine)s?\b"
+    r"(?:\s+(?:for|of|to|de|del|du|des|fur|von|do|da|di|per|para)\s+[\w'-]+(?:\s+[\w'-]+){0,2})?"
+    r"\s*(?:(?:is|was|es|era|est|ist|war|lautet|e|eh)\b|=|:)\s*(?!(?:in|inside|stored|kept|held|saved|managed|rotated|under|at|on|located|available|"
+    r"read|loaded|injected|mounted|set|defined|provided|fetched|pulled|never|not|only|the\s+same)\b)\S"
     r"|\bghp_\w{6,}|\bsk-[\w-]{8,}|\bAKIA[0-9A-Z]{12,}",
     re.IGNORECASE,
 )
@@ -134,24 +126,65 @@ SPECULATION = _words(
     "you could",
     "we could",
     "shall i",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "glaube ich",
+    "denke ich",
+    "creo",
+    "je crois",
+    "penso",
+    "acho",
+    "quizas",
+    "quiza",
+    "tal vez",
+    "a lo mejor",
+    "creo que",
+    "puede que",
+    "no estoy segur[oa]",
+    "peut-etre",
+    "je pense",
+    "je crois",
+    "sans doute",
+    "pas sur",
+    "vielleicht",
+    "ich glaube",
+    "ich denke",
+    "wahrscheinlich",
+    "moglicherweise",
+    "nicht sicher",
+    "talvez",
+    "acho que",
+    "provavelmente",
+    "nao tenho certeza",
+    "forse",
+    "credo che",
+    "penso che",
+    "probabilmente",
+    "non sono sicur[oa]",
 )
 REQUEST = re.compile(
     r"^(?:(?:can|could|would|will)\s+you|shall\s+i|should\s+i|do\s+you|let\s+me\s+know|let's\s+(?!(?:just\s+)?"
-    r"(?:go|use|run|stay|keep|stick|standardi[sz]e)\b))",
+    r"(?:go|use|run|stay|keep|stick|standardi[sz]e)\b))"
+    r"|^(?:puedes|podrias|me\s+puedes|peux-tu|pourrais-tu|tu\s+peux|pouvez-vous|kannst\s+du|konntest\s+du|"
+    r"konnen\s+sie|podes|pode|poderia|voce\s+pode|puoi|potresti|mi\s+puoi|vamos|allons|lass\s+uns|facciamo|"
+    r"andiamo|(?:je\s+veux|quiero|quero|ich\s+will|voglio)\s+(?:que|dass|che))\b",
     re.IGNORECASE,
 )
 PLEASANTRY = re.compile(
     r"^(?:thanks|thank\s+you|thx|you're\s+welcome|welcome\s+back|good\s+(?:morning|afternoon|evening|night)|"
     r"have\s+a\s+(?:nice|good|great)|sounds\s+(?:good|right|great)|no\s+problem|sorry|hi|hello|haha|lol)\b"
     # Words that open a sentence of substance too ("No deploys after 4 pm"): a pleasantry only when alone.
-    r"|^(?:nice|cool|great|perfect|awesome|ok|okay|sure|done|yes|no|yep|nope|ugh|wow|yikes|hmm)(?:[\s,.!]*$|[,.!])",
+    r"|^(?:nice|cool|great|perfect|awesome|ok|okay|sure|done|yes|no|yep|nope|ugh|wow|yikes|hmm)(?:[\s,.!]*$|[,.!])"
+    r"|^(?:gracias|merci|danke|obrigad[oa]|grazie|hola|bonjour|salut|hallo|ola|ciao|buenos\s+dias|buongiorno|"
+    r"de\s+nada|perfecto|parfait|genial|vale|d'accord|bom\s+dia|guten\s+morgen)\b",
     re.IGNORECASE,
 )
 # Sentences that close a chat or report a question second-hand: "no that's all, have a nice day", "she wants to
 # know why the price went up".
 SIGN_OFF = re.compile(
     r"\b(?:have\s+a\s+(?:nice|good|great)\s+\w+|that's\s+all|thanks|thank\s+you)\W*$"
-    r"|\b(?:wants?\s+to\s+know|asking|asks|wonder(?:s|ing)?)\s+(?:why|how|what|when|where|who|if|whether)\b",
+    r"|\b(?:wants?\s+to\s+know|asking|asks|wonder(?:s|ing)?)\s+(?:why|how|what|when|where|who|if|whether)\b"
+    r"|\b(?:wollen|will|mochte|quiero|queremos|veux|voulons|quero|queremos|voglio|vogliamo)\s+(?:wissen|saber|savoir|"
+    r"sapere)\b",
     re.IGNORECASE,
 )
 CONFIRMATION = re.compile(
@@ -187,6 +220,38 @@ DURABLE = _words(
     "ever",
     "by default",
     "as a rule",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "siempre",
+    "nunca",
+    "cada",
+    "todos los",
+    "todas las",
+    "a partir de ahora",
+    "por defecto",
+    "jamais",
+    "toujours",
+    "chaque",
+    "tous les",
+    "toutes les",
+    "desormais",
+    "par defaut",
+    "immer",
+    "nie",
+    "niemals",
+    "jede[nrsm]?",
+    "ab jetzt",
+    "von nun an",
+    "standardmassig",
+    "sempre",
+    "todos os",
+    "todas as",
+    "por padrao",
+    "mai",
+    "ogni",
+    "tutti i",
+    "tutte le",
+    "d'ora in poi",
+    "di default",
 )
 PREFERENCE = _words(
     "i prefer",
@@ -204,6 +269,31 @@ PREFERENCE = _words(
     "please (?:always|never|answer|reply|use|write|address|call|keep|remind|don't)",
     "remind me",
     "i'm (?:vegetarian|vegan)",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "prefiero",
+    "prefiere",
+    "me gusta",
+    "no me gusta",
+    "odio",
+    "je prefere",
+    "j'aime",
+    "je n'aime pas",
+    "je deteste",
+    "ich bevorzuge",
+    "ich mag",
+    "ich hasse",
+    "lieber",
+    "prefiro",
+    "gosto de",
+    "nao gosto",
+    "preferisco",
+    "mi piace",
+    "non mi piace",
+    "soy vegetarian[oa]",
+    "je suis vegetarien(?:ne)?",
+    "ich bin vegetarier(?:in)?",
+    "sou vegetarian[oa]",
+    "sono vegetarian[oa]",
 )
 DECISION = _words(
     "we decided",
@@ -260,6 +350,51 @@ CONSTRAINT = _words(
     "above",
     "limit",
     "within",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "debe",
+    "deben",
+    "solo",
+    "solamente",
+    "necesita",
+    "necesitan",
+    "requiere",
+    "como maximo",
+    "al menos",
+    "doit",
+    "doivent",
+    "seulement",
+    "uniquement",
+    "au moins",
+    "au plus",
+    "necessite",
+    "jamais",
+    "muss",
+    "mussen",
+    "darf nicht",
+    "nur",
+    "mindestens",
+    "hochstens",
+    "erfordert",
+    "benotigt",
+    "deve",
+    "devem",
+    "somente",
+    "apenas",
+    "no maximo",
+    "pelo menos",
+    "precisa",
+    "devono",
+    "almeno",
+    "al massimo",
+    "richiede",
+    "entro",
+    "dentro de",
+    "innerhalb",
+    "sin",
+    "sans",
+    "ohne",
+    "sem",
+    "senza",
 )
 CONVENTION = _words(
     "we use",
@@ -276,9 +411,37 @@ CONVENTION = _words(
     "convention",
     "goes? (?:to|in)",
     "by convention",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "usamos",
+    "utilizamos",
+    "seguimos",
+    "nous utilisons",
+    "on utilise",
+    "on garde",
+    "nous suivons",
+    "wir nutzen",
+    "wir verwenden",
+    "wir benutzen",
+    "wir folgen",
+    "usiamo",
+    "utilizziamo",
+    "seguiamo",
+    "da noi",
+    "chez nous",
+    "bei uns",
+    "se llama",
+    "s'appelle",
+    "heisst",
+    "se chama",
+    "si chiama",
 )
 SECOND_PERSON = _words("you", "your", "you're", "you'll")
-FIRST_PERSON = _words("i", "i'm", "i've", "i'd", "my", "me", "we", "we're", "we've", "our", "us")
+FIRST_PERSON = _words(
+    *("i", "i'm", "i've", "i'd", "my", "me", "we", "we're", "we've", "our", "us"),
+    *("yo", "mi", "mis", "nosotros", "nuestro", "nuestra", "nuestros", "nuestras", "je", "j'", "mon", "ma", "mes"),
+    *("nous", "notre", "nos", "on", "ich", "mein", "meine", "meinen", "meiner", "wir", "unser", "unsere", "unseren"),
+    *("eu", "meu", "minha", "nosso", "nossa", "a gente", "io", "mio", "mia", "noi", "nostro", "nostra", "da noi"),
+)
 TRANSIENT = _words(
     "right now",
     "i need",
@@ -299,11 +462,103 @@ TRANSIENT = _words(
     "currently",
     "here's",
     "here is",
+    # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
+    "again",
+    "i'm (?:setting|working|trying|looking|going|writing|preparing|planning|doing|fixing|checking)",
+    "i keep",
+    "je vais",
+    "voy a",
+    "vou",
+    "ich werde",
+    "vado a",
+    "sto per",
+    "je previens",
+    "je t'envoie",
+    "ich schaue",
+    "schaue ich",
+    "ne parlo",
+    "te paso",
+    "vou te passar",
+    "remember to",
+    "don't forget to",
+    "recuerda",
+    "n'oublie pas",
+    "denk daran",
+    "lembra de",
+    "ricordati",
+    "asked for",
+    "they asked",
+    "(?:he|she|they) (?:said|called|wrote|emailed)",
+    "yesterday",
+    "last (?:week|night|time|month)",
+    "(?:customer|user|client|caller|he|she|they) (?:says|said|reports?|reported|claims?|mentioned)",
+    "^(?:getting|looking|trying|working|seeing|having|picking up|wondering)",
+    "looks (?:fine|good|great|ok)",
+    "ayer",
+    "hier",
+    "gestern",
+    "ontem",
+    "ieri",
+    "i'm planning",
+    "planeo",
+    "je prevois",
+    "ich plane",
+    "estou planejando",
+    "sto pianificando",
+    "ich brauche",
+    "necesito",
+    "j'ai besoin",
+    "preciso",
+    "ho bisogno",
+    "quisiera",
+    "je voudrais",
+    "ich mochte",
+    "gostaria",
+    "vorrei",
+    "hoy",
+    "manana",
+    "ahora mismo",
+    "esta noche",
+    "aujourd'hui",
+    "demain",
+    "ce soir",
+    "en ce moment",
+    "heute",
+    "morgen",
+    "gerade",
+    "heute abend",
+    "hoje",
+    "amanha",
+    "agora",
+    "oggi",
+    "domani",
+    "adesso",
+    "stasera",
 )
 IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:check|run|try|open|close|tag|book|delete|refund|send|ship|rotate|restart|apply|deploy|"
     r"draft|write|reply|start|go|find|look|show|add|make|give|pull|fix|reject|move|do|put|help|plan|just|"
-    r"ping|keep\s+watching|create|cancel|update)\b",
+    r"ping|keep\s+watching|create|cancel|update|fetch|plan|get|set|install|build|test|merge|push|commit|review|"
+    r"summari[sz]e|translate|explain|tell|list|compare|remind|schedule|order|buy|call|email|text|message|post|"
+    r"share|upload|download|print|sign|pay|transfer|file|submit|prepare|organi[sz]e|arrange|read|watch|search|"
+    r"sort|clean|remove|rename|change|replace|convert|generate|calculate|estimate|verify|confirm|approve|"
+    r"escalate|assign|reopen|forward|attach|export|import|migrate|upgrade|downgrade|scale|monitor|investigate|"
+    r"debug|refactor|document|suggest|recommend|pick|choose|book|reserve|find|bring|grab|buy|tidy|double-check)\b"
+    r"|^(?:por\s+favor\s+|s'il\s+te\s+plait\s+|bitte\s+|per\s+favore\s+)?(?:envia|manda|busca|reserva|crea|revisa|"
+    r"envoie|cherche|reserve|cree|ecris|verifie|schick|such|buch|erstelle|schreib|prufe|envie|procure|crie|"
+    r"verifique|cerca|prenota|scrivi|controlla)\b",
+    re.IGNORECASE,
+)
+# A statement about a thing: a subject that is not the speaker or the listener, then a finite verb of being, having or
+# doing ("Our primary region is eu-west-1", "Enterprise customers get a named account manager", "La factura se
+# emite el dia 15", "Dana Whitfield is now the workspace admin").
+DECLARATIVE = re.compile(
+    r"^(?!(?:i|i'm|i'll|i've|i'd|you|you're|we'll|let's|please|can|could|would|will|shall|do|does|did|is|are|yo|tu|"
+    r"je|j'|tu|ich|du|eu|voce|io|vamos|allons)\b)[^?!]*?\b(?:is|are|was|were|has|have|gets?|go|goes|runs?|lives?|"
+    r"happens?|uses?|needs?|takes?|starts?|ends?|stays?|reach(?:es)?|requires?|belongs?|costs?|ships?|expires?|"
+    r"renews?|appl(?:y|ies)|issues?|includes?|covers?|works?|opens?|closes?|sits?|points?|reads?|"
+    r"es|son|esta|estan|tiene|tienen|va|van|se|est|sont|a|ont|vont|ist|sind|wird|werden|liegt|hat|haben|geht|"
+    r"gehen|lauft|laufen|e|sao|fica|ficam|tem|vai|vao|sono|resta|ha|hanno|vanno)\b",
     re.IGNORECASE,
 )
 IDENTIFIER = re.compile(r"\d|`|https?://|\w[\w-]*[./_@][\w./-]*\w|\b[a-z]+-[a-z0-9]+\b")
@@ -313,15 +568,8 @@ PROPER_NOUN = re.compile(r"(?<=[\s(])[A-Z][a-z]+|\b[A-Z]{2,}\b")
 # --- Layer 1: the hard rules ---------------------------------------------------------------------------------
 
 
-def is_injection(text: str) -> bool:
-    """Whether the text addresses the memory system itself (store/ignore instructions, fake system turns)."""
-    return INJECTION.search(text) is not None
-
-
 def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
-    """Sentences that survive the hard rules, in session order; none when the session carries an injection."""
-    if any(turn.role in ("user", "fact") and is_injection(turn.content) for turn in turns):
-        return []
+    """Sentences that survive the hard rules, in session order."""
     sentences: list[Sentence] = []
     said_by_user: set[str] = set()
     for index, turn in enumerate(turns):
@@ -331,9 +579,10 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
             said_by_user |= content_words(turn.content)
         answers = _follows_question(turns, index)
         confirmed = turn.role != "assistant" or CONFIRMATION.match(turn.content.strip()) is not None
-        for line in prose_lines(turn.content):
-            for raw in split_sentences(line):
-                text = strip_fillers(raw)
+        for line in prose_lines(speaker_text(turn.content)):
+            for written in split_sentences(line):
+                text = strip_fillers(written)
+                raw = fold(written)  # markers are matched without accents: one spelling for "préfère", "prefere"
                 if not confirmed or not _keepable(text, raw, turn.role):
                     continue
                 if turn.role == "assistant" and not _witnessed(raw, said_by_user):
@@ -368,7 +617,10 @@ def _follows_question(turns: Sequence[TurnLike], index: int) -> bool:
 def _keepable(text: str, raw: str, role: str) -> bool:
     if len(text.split()) < 3 or len(text) > MAX_FACT_CHARS:
         return False
-    if raw.rstrip(CLOSERS + " ").endswith("?") or REQUEST.match(text) or PLEASANTRY.match(text):
+    if raw.rstrip(CLOSERS + " ").endswith(":"):
+        return False  # "Here's the email:", "colei aqui:": it introduces what follows, it states nothing
+    folded = fold(text)
+    if raw.rstrip(CLOSERS + " ").endswith("?") or REQUEST.match(folded) or PLEASANTRY.match(folded):
         return False
     if SIGN_OFF.search(raw):
         return False
@@ -396,6 +648,7 @@ RULE_FEATURES = (
     "answers_question",
     "second_person",
     "short",
+    "declarative",
 )
 FEATURES = (*RULE_FEATURES, "prototype_positive", "prototype_negative")
 
@@ -415,10 +668,11 @@ def rule_features(sentence: Sentence) -> list[float]:
         PROPER_NOUN.search(sentence.text) is not None,
         FIRST_PERSON.search(raw) is not None,
         TRANSIENT.search(raw) is not None,
-        IMPERATIVE.match(sentence.text) is not None and PREFERENCE.search(raw) is None,
+        IMPERATIVE.match(fold(sentence.text)) is not None and PREFERENCE.search(raw) is None,
         sentence.answers_question,
         SECOND_PERSON.search(raw) is not None,
         len(sentence.text.split()) <= 4,
+        DECLARATIVE.match(fold(sentence.text)) is not None,
     )
     return [1.0 if flag else 0.0 for flag in flags]
 
@@ -579,6 +833,7 @@ def distill(
             confidence=_round(float(confidence[i])),
             kind=kind_of(sentences[i].raw),
             speaker_role=sentences[i].role,
+            turn_index=sentences[i].turn_index,
         )
         for i in _survivors(sentences, vectors, confidence, model)
     ]

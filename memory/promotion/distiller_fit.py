@@ -1,4 +1,4 @@
-"""Fit the offline distiller's model on the dev half of dataset v2 (never on test), and estimate it honestly.
+"""Fit the offline distiller's model on the dev halves of datasets v2 and v3 (never on test), and estimate it honestly.
 
     manage.py distiller_fit         # refit distiller_model.json on dev
     manage.py distiller_fit --cv    # leave-one-session-out on dev: the honest dev estimate; writes nothing
@@ -37,6 +37,12 @@ from memory.promotion.evaluation import (
 )
 
 L2_PENALTY = 1.0
+FIT_DATASETS = ("v2", "v3")  # v3 adds injection look-alikes, plain facts and five more languages
+
+
+def dev_sessions() -> list[LabelledSession]:
+    """The dev halves the distiller is fitted on; test halves are never read here."""
+    return [session for version in FIT_DATASETS for session in labelled_sessions(version, "dev")]
 
 
 def fit(
@@ -77,7 +83,7 @@ def fit(
     x[:, -2:] = (x[:, -2:] - mean) / scale
     bias, weights = _logistic(x, np.array(targets, dtype=np.float64))
     return {
-        "fitted_on": "promotion/datasets/dataset_v2.json, split dev",
+        "fitted_on": f"promotion/datasets/dataset_{{{', '.join(FIT_DATASETS)}}}.json, split dev",
         "match_threshold": MATCH_THRESHOLD,
         "candidates": len(targets),
         "positives": int(sum(targets)),
@@ -97,12 +103,13 @@ def fit(
 
 def cross_validate(*, embedder: SentenceEmbedder) -> Tally:
     """Leave-one-session-out on dev: each session distilled by a model fitted on the others, then screened."""
-    dev = labelled_sessions("v2", "dev")
+    dev = dev_sessions()
     tally = Tally()
     for index, session in enumerate(dev):
         model = DistillerModel.from_dict(fit([*dev[:index], *dev[index + 1 :]], embedder=embedder))
         facts = distill(session.turns, embedder=embedder, model=model)
-        kept = screen([Candidate(text=f.text, confidence=f.confidence) for f in facts], scope=None).kept
+        candidates = [Candidate(text=f.text, confidence=f.confidence, source_turn=f.turn_index) for f in facts]
+        kept = screen(candidates, turns=session.turns, scope=None).kept
         emitted = [c.text for c in kept]
         gold = [g.text for g in session.gold]
         matched = len(matches(emitted, gold, cosine_matrix(embedder, emitted, gold)))
@@ -128,6 +135,6 @@ def _logistic(x: Matrix, y: Matrix, iterations: int = 50) -> tuple[float, list[f
 
 def refit(*, embedder: SentenceEmbedder) -> dict[str, Any]:
     """Fit on dev and write distiller_model.json; returns what was written."""
-    model = fit(labelled_sessions("v2", "dev"), embedder=embedder)
+    model = fit(dev_sessions(), embedder=embedder)
     MODEL_PATH.write_text(json.dumps(model, indent=1, ensure_ascii=False) + "\n")
     return model

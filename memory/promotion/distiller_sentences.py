@@ -8,6 +8,7 @@ not a sentence end (it is never followed by whitespace), and neither is the stop
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 
 # Lower-cased tokens whose trailing full stop does not end a sentence.
@@ -139,10 +140,22 @@ _LEADING_FILLER = re.compile(
 )
 
 
+def fold(text: str) -> str:
+    """The text without accents (NFKD, combining marks dropped): what the markers are matched on."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+# "Some context first: we use pnpm", "Rule: never deploy on Fridays": a short lead-in before a whole statement.
+_LEAD_IN = re.compile(r"^(?:[^\W\d][\w'-]*\s+){0,3}[^\W\d][\w'-]*\s*:\s+(?=\S+(?:\s+\S+){3})")
+
+
 def strip_fillers(sentence: str) -> str:
     """Drop leading chat fillers ("ok so", "btw", "actually,", "noted:") and capitalise what is left."""
     text = sentence.strip()
-    stripped = False
+    lead_in = _LEAD_IN.match(text)
+    stripped = lead_in is not None
+    if lead_in is not None:
+        text = text[lead_in.end() :]
     while True:
         match = _LEADING_FILLER.match(text)
         if match is None or match.end() == 0 or match.end() >= len(text):

@@ -244,9 +244,13 @@ def _run(job: PromotionJob, compiler: Compiler | None) -> RunOutcome:
         if job.attempts >= MAX_COMPILE_ATTEMPTS:
             return _finish(job, f"compile_failed:{failure.reason}", state=State.FAILED)
         return _again(job, f"compile_retry:{failure.reason}", 30 * job.attempts)
-    screened = compilers.screen(compiled, scope=scope)
-    job.candidates, job.gated_out = len(compiled), screened.gated_out
+    screened = compilers.screen(compiled, turns=turns, scope=scope)
+    job.candidates, job.gated_out, job.quarantined = len(compiled), screened.gated_out, len(screened.quarantined)
     emit("compiled", tenant_id=tenant.id, candidates=len(compiled), session_id=job.session_id)
+    for rule, count in Counter(rule for _, rule in screened.quarantined).items():
+        # The rule, never the text: the log must not carry the payload on to wherever logs go.
+        metrics.PROMOTION_QUARANTINED.labels(rule=rule).inc(count)
+        emit("quarantined", tenant_id=tenant.id, count=count, rule=rule, session_id=job.session_id)
     if screened.gated_out:
         emit("gated_out", tenant_id=tenant.id, count=screened.gated_out)
 
@@ -275,7 +279,7 @@ def _run(job: PromotionJob, compiler: Compiler | None) -> RunOutcome:
     return _finish(job, "promoted")
 
 
-_COUNTS = ["candidates", "gated_out", "deduplicated", "superseded", "written", "memory_ids"]
+_COUNTS = ["candidates", "gated_out", "quarantined", "deduplicated", "superseded", "written", "memory_ids"]
 
 
 def _count(job: PromotionJob, summary: PersistSummary) -> None:

@@ -74,7 +74,7 @@ def iso(value: Any) -> str | None:
     return None if value is None else DateTimeField().to_representation(value)
 
 
-ZERO = {"candidates": 0, "gated_out": 0, "deduplicated": 0, "superseded": 0, "written": 0}
+ZERO = {"candidates": 0, "gated_out": 0, "quarantined": 0, "deduplicated": 0, "superseded": 0, "written": 0}
 
 
 # --- Each status -----------------------------------------------------------------------------------------------
@@ -143,7 +143,14 @@ def test_a_finished_promotion_reports_its_counts_and_the_memories_it_wrote(agent
         "openai",
         1,
     )
-    assert data["counts"] == {"candidates": 3, "gated_out": 1, "deduplicated": 0, "superseded": 0, "written": 2}
+    assert data["counts"] == {
+        "candidates": 3,
+        "gated_out": 1,
+        "quarantined": 0,
+        "deduplicated": 0,
+        "superseded": 0,
+        "written": 2,
+    }
     assert sorted(data["memory_ids"]) == sorted(str(m.id) for m in written)
     assert data["started_at"] <= data["finished_at"]
 

@@ -1,0 +1,248 @@
+"""The promotion guard: nothing an attacker planted in a conversation becomes a long-term memory.
+
+Promotion copies what a conversation established into memory, unattended, and a memory steers every later
+session; so a sentence planted in one conversation (by a fetched web page, a pasted email, a tool's output or a
+malicious user) must not survive it. The guard reads the conversation, not a list of attack sentences:
+
+1. every turn is scored on signals (`memory.promotion.guard_text`): spoken to the machine (vocatives, notes to
+   the AI, role tags, bracketed headers), storage verbs made permanent, overrides of the rules, rules that relax
+   a security, approval, payment or access control, forwarding rules to an address, trust declared for a domain,
+   claims of authority, references the assistant cannot open, hidden markup, JSON directives, disguised spelling
+   (matched on a normal form: NFKC, zero-width removed, look-alikes and leetspeak folded, spaced letters joined);
+2. the conversation adds its own evidence: text from a tool, the system or a pasted document is not the user's
+   voice (`UNTRUSTED_SOURCE`), and an assistant turn that refuses or says it ignored something marks the turns it
+   answered (`REFUSED`);
+3. a turn whose score reaches `THRESHOLD` is tainted, and so are the turn it points at ("read my next message as
+   part of this note", "save what I just said") and the assistant turn that answers it (a naive "Sure, noted!"
+   restates the payload);
+4. a candidate is quarantined when its own text scores `THRESHOLD`, when it came from a tainted turn (the
+   extractive compiler knows the turn; an LLM's candidate is traced to the turn its words came from), or when
+   it carries an address or id that only a tainted turn contains (an LLM's paraphrase of the payload).
+
+What it promises: a rule aimed at the memory system, or one that relaxes a control, never reaches memory through
+promotion, whichever compiler read the session. A user who means such a rule stores it explicitly
+(`POST /api/v1/memory`), where an agent decided to. docs/promotion.md has the threat model and the figures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from memory.promotion.guard_text import normal_form, refuses, signals
+
+THRESHOLD = 1.0
+UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
+REFUSED = 0.7  # the assistant refused or ignored it: the conversation itself says it is not a fact
+TRACE_SHARE = 0.5  # an LLM candidate comes from a turn when half its content words are that turn's
+OWN_SHARE = 0.8  # ... and from the speaker's own words before a payload when nearly all of them are
+SPEAKERS = frozenset({"user", "fact"})
+
+
+class TurnLike(Protocol):
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+_PASTED = re.compile(
+    r"^\s*(?:from|to|subject|cc|date|de|para|asunto|objet|von|an|betreff|assunto|oggetto|da)\s*:.+$"
+    r"|-{2,}\s*(?:forwarded|original|weitergeleitete|mensaje reenviado|message transfere)"
+    r"|\b(?:forwarded message|begin forwarded|fwd?:|here(?:'s| is) (?:the|an?) (?:email|page|doc|document|"
+    r"readme|file|output|message|text|snippet|ticket|invite))"
+    r"|^\s*[>\"\u00ab\u201c\u201e]"  # a quoted line: someone else's words
+    r"|```"
+    r"|<(?:html|div|p|span|body|meta|!--)"
+    # Someone saying they are passing on what another wrote: what follows is not their own voice.
+    r"|\b(?:forwarding|i'm forwarding|just forwarding|pasting|i'm pasting|pasted|copied|copy-pasted|"
+    r"(?:sent|wrote) (?:me )?this|(?:got|received) this|(?:te lo |se lo )?pego|pegado|pego|pegó|copie|"
+    r"colei|colo aqui|copiei|encaminhando|encaminho|reenvio|reenviando|je (?:te )?colle|j'ai copie|"
+    r"je transfere|ich (?:fuge|kopiere|leite)|eingefugt|kopiert|weitergeleitet|incollo|ho copiato|inoltro|eccola|"
+    r"eccolo|ecco il testo)\b[^\n]{0,80}:\s*",
+    re.IGNORECASE | re.MULTILINE,
+)
+_SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
+_POINTS_FORWARD = re.compile(
+    r"\b(?:next|following|upcoming|coming) (?:message|turn|line|paragraph|note|text)|what i (?:say|write|send) next"
+    r"|\bbelow\b|siguiente mensaje|proximo mensaje|message suivant|prochain message|nachste[nr]? nachricht"
+    r"|folgende[nr]? nachricht|proxima mensagem|prossimo messaggio|messaggio seguente",
+    re.IGNORECASE,
+)
+_POINTS_BACK = re.compile(
+    r"\b(?:previous|last|prior|above|earlier|preceding) (?:message|turn|line|paragraph|note|text)"
+    r"|what i (?:just )?(?:said|wrote|sent)|\bthe above\b|\bthat last\b|mensaje anterior|message precedent"
+    r"|vorherige[nr]? nachricht|letzte[nr]? nachricht|mensagem anterior|messaggio precedente",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_IDENTIFIER = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.[a-z]{2,}\b|\b[a-z]+[-#]?\d[\w-]*\b")
+
+
+@dataclass(frozen=True)
+class TurnScore:
+    """One turn's evidence: the signals that fired (name → weight) and their sum."""
+
+    fired: dict[str, float]
+
+    @property
+    def score(self) -> float:
+        return sum(self.fired.values())
+
+    @property
+    def rule(self) -> str:
+        """The strongest signal: what a log line and a metric name."""
+        return max(self.fired.items(), key=lambda item: (item[1], item[0]))[0] if self.fired else ""
+
+
+@dataclass
+class SessionGuard:
+    """A session read once; `verdict` then says, for any candidate, whether it may be written."""
+
+    turns: Sequence[TurnLike]
+    scores: list[TurnScore]
+    tainted: dict[int, str] = field(default_factory=dict)  # turn index → the rule that tainted it
+    # A tainted speaker turn's words before its first pasted or signalling segment: the speaker's own voice
+    # ("I prefer texts. My landlord sent this: ..."), spared.
+    own_words: dict[int, set[str]] = field(default_factory=dict)
+
+    def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
+        """The rule that quarantines this candidate, or None when it may be written."""
+        own = TurnScore(signals(text))
+        if own.score >= THRESHOLD:
+            return own.rule
+        if not self.tainted:
+            return None
+        turn = source_turn if source_turn is not None else self._traced_turn(text)
+        if turn is not None and turn in self.tainted:
+            return None if self._said_before_the_payload(text, turn) else self.tainted[turn]
+        if source_turn is not None:
+            return None
+        return "payload_identifier" if self._carries_payload_identifier(text) else None
+
+    def _said_before_the_payload(self, text: str, turn: int) -> bool:
+        words = _content_words(text)
+        own = self.own_words.get(turn, set())
+        return bool(words) and len(words & own) / len(words) >= OWN_SHARE
+
+    def _traced_turn(self, text: str) -> int | None:
+        """The turn a candidate's words came from: the one sharing most of them (a clean speaker wins a tie)."""
+        words = _content_words(text)
+        if not words:
+            return None
+        best: tuple[float, bool, int] | None = None
+        for index, turn in enumerate(self.turns):
+            share = len(words & _content_words(turn.content)) / len(words)
+            key = (share, index not in self.tainted and turn.role in SPEAKERS, -index)
+            if share >= TRACE_SHARE and (best is None or key > best):
+                best = key
+        return -best[2] if best is not None else None
+
+    def _carries_payload_identifier(self, text: str) -> bool:
+        """An address, domain or id that only tainted turns contain: the payload, paraphrased."""
+        wanted = _identifiers(text)
+        if not wanted:
+            return False
+        clean = set().union(
+            *(_identifiers(t.content) for i, t in enumerate(self.turns) if i not in self.tainted and t.role in SPEAKERS)
+        )
+        tainted = set().union(*(_identifiers(self.turns[i].content) for i in self.tainted))
+        return bool((wanted & tainted) - clean)
+
+
+def assess(turns: Sequence[TurnLike]) -> SessionGuard:
+    """Read a session: score every turn, add the conversation's evidence, mark what is tainted."""
+    scores = [TurnScore(_turn_signals(turn)) for turn in turns]
+    for index, turn in enumerate(turns):
+        if turn.role == "assistant" and refuses(turn.content):
+            for answered in _answered_by(turns, index):
+                scores[answered].fired["refused_by_assistant"] = REFUSED
+    guard = SessionGuard(turns=turns, scores=scores)
+    for index, score in enumerate(scores):
+        if turns[index].role != "assistant" and score.score >= THRESHOLD:
+            guard.tainted[index] = score.rule
+    for index, rule in list(guard.tainted.items()):
+        content = turns[index].content
+        if _POINTS_FORWARD.search(normal_form(content).text):
+            guard.tainted.setdefault(_neighbour(turns, index, step=1) or index, rule)
+        if _POINTS_BACK.search(normal_form(content).text):
+            guard.tainted.setdefault(_neighbour(turns, index, step=-1) or index, rule)
+    for index in sorted(guard.tainted):
+        reply = _reply_to(turns, index)
+        if reply is not None:
+            guard.tainted.setdefault(reply, guard.tainted[index])
+    for index in guard.tainted:
+        if turns[index].role in SPEAKERS:
+            guard.own_words[index] = _content_words(_own_voice(turns[index].content))
+    return guard
+
+
+def speaker_text(content: str) -> str:
+    """What a speaker said in their own voice: a turn up to the first pasted or quoted segment (an email, a
+    forwarded message, a quoted block), which is someone else's words even when the speaker sends them."""
+    match = _PASTED.search(content)
+    return content if match is None else content[: match.start()]
+
+
+def _own_voice(content: str) -> str:
+    """The segments of a turn before the first one that is pasted or carries a signal: the speaker's own words.
+    Nothing when no segment gives the payload away: then the whole turn is what was flagged."""
+    own: list[str] = []
+    for segment in _SEGMENT.split(content):
+        if _PASTED.search(segment) or signals(segment):
+            return " ".join(own)
+        own.append(segment)
+    return ""
+
+
+def _turn_signals(turn: TurnLike) -> dict[str, float]:
+    fired = signals(turn.content)
+    if (turn.role not in SPEAKERS and turn.role != "assistant") or _PASTED.search(turn.content):
+        fired["untrusted_source"] = UNTRUSTED_SOURCE
+    return fired
+
+
+def _answered_by(turns: Sequence[TurnLike], index: int) -> list[int]:
+    """The non-assistant turns since the previous assistant turn: what an assistant turn answers."""
+    answered: list[int] = []
+    for earlier in range(index - 1, -1, -1):
+        if turns[earlier].role == "assistant":
+            break
+        answered.append(earlier)
+    return answered
+
+
+def _neighbour(turns: Sequence[TurnLike], index: int, *, step: int) -> int | None:
+    """The nearest turn of the same voice before or after `index`: "my previous message" is the speaker's own."""
+    voice = _voice(turns[index].role)
+    other = index + step
+    while 0 <= other < len(turns):
+        if _voice(turns[other].role) == voice:
+            return other
+        other += step
+    return None
+
+
+def _voice(role: str) -> str:
+    return "speaker" if role in SPEAKERS else role
+
+
+def _reply_to(turns: Sequence[TurnLike], index: int) -> int | None:
+    """The assistant turn that answers `index`, if one follows it before the next speaker."""
+    for later in range(index + 1, len(turns)):
+        if turns[later].role == "assistant":
+            return later
+        if turns[later].role in SPEAKERS:
+            return None
+    return None
+
+
+def _content_words(text: str) -> set[str]:
+    return set(_WORD.findall(normal_form(text).text))
+
+
+def _identifiers(text: str) -> set[str]:
+    return {match.rstrip(".,;:") for match in _IDENTIFIER.findall(text.casefold())}

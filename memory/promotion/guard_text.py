@@ -1,0 +1,423 @@
+"""What the promotion guard reads in one piece of text: the normal form, and the signals that fire on it.
+
+Matching runs on a normal form, so that spelling tricks change nothing: Unicode NFKC (fullwidth letters),
+zero-width and soft-hyphen characters removed, Cyrillic and Greek look-alikes folded to Latin, accents dropped,
+letters written one by one (`S y s t e m`) joined, leetspeak folded inside tokens that mix letters and digits
+(`r3m3mb3r`, `5Y5T3M`; `eu-west-1` and `10` are left alone), case folded. That the text needed any of it is a
+signal of its own (`obfuscated`): people do not type zero-width spaces inside words.
+
+Each signal is a family of phrasings in six languages (en, es, fr, de, pt, it), written as word classes that
+combine in any order, not as a list of sentences: a storage verb near a memory word, an override verb near a
+rules word, a relaxing verb near a control. The weights say how much each is evidence that the text is aimed at
+the machine rather than said to it; `memory.promotion.guard` adds the conversation's own evidence (who said it,
+where it came from, how the assistant reacted) and decides.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# --- The normal form ------------------------------------------------------------------------------------------
+
+_INVISIBLE = dict.fromkeys(
+    map(ord, "\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff")
+)
+_LOOKALIKES = str.maketrans(
+    "аеорсуххіјѕԁһԛԝАВЕКМНОРСТХІЈЅοαεικνρτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxxijsdhqwABEKMHOPCTXIJSoaeikvptuxABEHIKMNOPTYX",
+)
+# "@" is left alone: it is an email address far more often than a disguised "a".
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
+_MIXED_TOKEN = re.compile(r"[^\W_]*(?:[a-z][^\W_]*[013457$]|[013457$][^\W_]*[a-z])[\w$]*")
+# Four or more single letters, each followed by one to three separators: "s y s t e m", "S.Y.S.T.E.M".
+_SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ .\-_*·|/]{1,3}){3,}[^\W\d_](?![^\W\d_])")
+_SEPARATORS = re.compile(r"[ .\-_*·|/]")
+
+
+@dataclass(frozen=True)
+class Normal:
+    """A text in its matching form, and whether reaching it undid a disguise."""
+
+    text: str
+    obfuscated: bool
+
+
+def normal_form(text: str) -> Normal:
+    """The form every signal is matched on (see the module docstring)."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    without_invisible = nfkc.translate(_INVISIBLE)
+    hidden_chars = len(without_invisible) != len(nfkc) and _inside_word(nfkc)
+    latin = without_invisible.translate(_LOOKALIKES)
+    mixed_script = latin != without_invisible and _mixed_script(without_invisible)
+    folded = "".join(c for c in unicodedata.normalize("NFD", latin) if not unicodedata.combining(c)).casefold()
+    joined = _SPACED.sub(lambda m: _SEPARATORS.sub("", m.group()), folded)
+    spaced = joined != folded and any(len(_SEPARATORS.sub("", m.group())) >= 4 for m in _SPACED.finditer(folded))
+    leet = _MIXED_TOKEN.sub(_unleet, joined)
+    leeted = leet != joined and _KEYWORD.search(leet) is not None and _KEYWORD.search(joined) is None
+    fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
+    return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth)
+
+
+def _unleet(match: re.Match[str]) -> str:
+    token = match.group()
+    # A version, a size or an id ("v2", "10gb", "s3", "ipv4") stays: only tokens that read as a word once folded.
+    folded = token.translate(_LEET)
+    return folded if folded.isalpha() and sum(c.isalpha() for c in token) >= 2 else token
+
+
+def _inside_word(text: str) -> bool:
+    return re.search(r"\w[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]+\w", text) is not None
+
+
+def _mixed_script(text: str) -> bool:
+    """A word that mixes Latin with Cyrillic or Greek letters: a look-alike, not a language."""
+    for word in re.findall(r"[^\W\d_]+", text):
+        scripts = {unicodedata.name(c, "").split(" ")[0] for c in word}
+        if "LATIN" in scripts and scripts & {"CYRILLIC", "GREEK"}:
+            return True
+    return False
+
+
+# --- Word classes (normal form: lower case, no accents) ------------------------------------------------------
+
+
+def _any_of(alternatives: str) -> str:
+    """One regex group from alternatives written " | "-separated (an alternative may hold its own "|")."""
+    return "(?:" + "|".join(a.strip() for a in re.split(r"\s+\|\s+", alternatives.strip())) + ")"
+
+
+MACHINE = _any_of(
+    r"ai | a\.i\. | ia | ki | llms? | assistants? | asistentes? | assistente?s? | assistenten? | agents? | "
+    r"agentes? | agenten? | agenti | bots? | models? | modell? | modelo | modele | modello | language models? | "
+    r"chatbots? | chatgpt | gpt | claude | copilot | compilers? | extractors? | summari[sz]ers? | "
+    r"automated systems? | automation | memory (?:system|compiler|extractor|module|engine|pipeline|store|service)"
+)
+HEADER_WORD = _any_of(
+    r"system | sys | sistema | systeme | sistema | admin(?:istrator)? | root | developer | dev mode | memory | "
+    r"memoria | memoire | gedachtnis | speicher | compiler | instructions? | instrucciones | anweisungen? | "
+    r"override | priority | directive | ai | ia | ki | assistant | agents? | important"
+)
+STORE_VERB = _any_of(
+    r"save[sd]? | saving | stor(?:e|ed|es|ing) | remember(?:ed|ing)? | record(?:ed|ing)? | persist(?:ed|ing)? | "
+    r"memori[sz]e[sd]? | log(?:ged)? | note (?:down|that|this) | keep | commit | retain | pin | add | "
+    r"write (?:down|this|that|it) | guard(?:a|ar|e|en) | almacen(?:a|ar|e) | recuerd(?:a|e|en) | recordar | "
+    r"memoriz(?:a|ar|e) | registr(?:a|ar|e|are) | anot(?:a|ar|e) | enregistr(?:e|ez|er) | memoris(?:e|ez|er) | "
+    r"retien[st]? | retenez | sauvegard(?:e|ez|er) | garde[zr]? | conserv(?:e|ez|er|a|are) | speicher(?:e|n|t)? | "
+    r"merk(?:e|en|t)? | notier(?:e|en|t)? | halte | festhalten | hinterleg(?:e|en) | salv(?:a|e|ar|are) | "
+    r"lembr(?:a|e|ar) | armazen(?:a|e|ar) | ricord(?:a|are) | memorizz(?:a|are) | annot(?:a|are)"
+)
+STORE_OBJECT = _any_of(
+    r"permanent(?:ly|e|emente|ement)? | verbatim | word for word | forever | long[- ]?term | durable | persistent | "
+    r"(?:high|top|highest|maximum)[- ]priority | core memory | memory bank | knowledge base | "
+    r"(?:in|into|to|in your|to your|into your) (?:long[- ]term )?(?:memory|memories|notes) | "
+    r"as (?:an? )?(?:new )?(?:permanent |trusted |verified |durable |core )?(?:fact|rule|memory|policy|"
+    r"instruction|truth) | "
+    r"(?:all |every |any )?future (?:sessions?|conversations?|chats?|interactions?) | "
+    r"every (?:session|conversation|chat) | memoria | largo plazo | como (?:un )?(?:hecho|regla|politica) | "
+    r"literalmente | textualmente | futuras (?:sesiones|conversaciones) | memoire | long terme | "
+    r"comme (?:un )?(?:fait|regle) | mot pour mot | definitivement | futures (?:sessions|conversations) | "
+    r"gedachtnis | langzeit\w* | dauerhaft | wortlich | als (?:fakt|regel|tatsache) | "
+    r"kunftigen? (?:sitzungen|gesprache|chats) | longo prazo | como (?:um )?fato | lungo termine | "
+    r"come (?:un )?fatto | alla lettera"
+)
+OVERRIDE_VERB = _any_of(
+    r"ignor\w* | disregard\w* | forget | override\w* | overrid\w* | overrule\w* | bypass\w* | discard\w* | "
+    r"set aside | supersed\w* | olvid\w* | omit\w* | descart\w* | oubli\w* | vergiss | vergessen | missacht\w* | "
+    r"esquec\w* | desconsider\w* | dimentic\w*"
+)
+OVERRIDE_QUALIFIER = _any_of(
+    r"all | any | previous | prior | above | earlier | preceding | your | the system | system | safety | existing | "
+    r"original | default | standard | todas? las | anteriores | previas | toutes? les | precedentes | vos | alle | "
+    r"vorherigen | bisherigen | deine | ihre | todas? as | tutte le | precedenti"
+)
+RULES = _any_of(
+    r"instructions? | guidelines? | guardrails? | directives? | system prompt | prompts? | programming | "
+    r"restrictions? | safeguards? | policies | rules | instrucciones | reglas | normas | directrices | consignes | "
+    r"regles | anweisungen | regeln | richtlinien | vorgaben | instruktionen | instrucoes | regras | diretrizes | "
+    r"istruzioni | regole | direttive"
+)
+CONTROL = _any_of(
+    r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
+    r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
+    r"identity (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
+    r"security (?:checks?|scans?|reviews?|team) | ci(?: checks)? | checks | signatures? | signing | captcha | "
+    r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
+    r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
+    r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
+    r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | revisao | aprovacao | verificacao | "
+    r"autenticacao | revisione | approvazione | verifica | autenticazione"
+)
+RELAX = _any_of(
+    r"skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | disabl(?:e|ed|es|ing) | turn(?:ed)? off | switch(?:ed)? off | "
+    r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
+    r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
+    r"without(?: any)? | no need (?:for|to) | "
+    r"(?:don't|do not|doesn't|does not|won't|will not|never) (?:need|require|ask for|check|verify|bother) | "
+    r"auto[- ]?approv\w* | pre[- ]?approv\w* | automatically (?:approv|accept|grant|merg)\w* | "
+    r"always (?:approve|accept|allow|grant|merge) | whitelist\w* | allowlist\w* | sin | omitir | desactiv\w* | "
+    r"saltar | no (?:es |son )?(?:necesari[oa]s?|obligatori[oa]s?) | no requiere | opcional | "
+    r"aprobad[oa]s? automaticamente | preaprobad\w* | sans | contourn\w* | facultati\w* | "
+    r"(?:plus|pas) (?:besoin|necessaire|obligatoire) | automatiquement (?:approuv|accept|valid)\w* | "
+    r"pre-?approuv\w* | ohne | uberspring\w* | deaktivier\w* | abschalt\w* | abgeschaltet | umgeh\w* | "
+    r"nicht (?:mehr )?(?:notig|erforderlich|notwendig|verpflichtend) | "
+    r"automatisch (?:genehmig|freigegeben|akzeptier)\w* | vorab genehmig\w* | sem | pular | desativ\w* | "
+    r"dispensad\w* | nao (?:e |sao )?(?:necessari[oa]s?|obrigatori[oa]s?) | aprovad[oa]s? automaticamente | "
+    r"pre-?aprovad\w* | senza | saltare | disattiv\w* | non (?:e |sono )?(?:necessari[oa]|obbligatori[oa]) | "
+    r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w*"
+)
+MONEY = _any_of(
+    r"purchases? | orders? | charges? | refunds? | reimburse\w* | wires? | wire transfers? | transfers? | "
+    r"payouts? | payments? | credits? | "
+    r"chargebacks? | invoices? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | "
+    r"paiements? | erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | reembolsos? | transferencias? | "
+    r"pagamentos? | rimbors\w* | bonific\w* | pagament\w*"
+)
+MONEY_LOOSE = _any_of(
+    r"without (?:any )?(?:approval|review|verification|checking|asking|question|confirmation) | no questions asked | "
+    r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
+    r"always (?:approv|issu|grant|accept)\w* | immediately | new (?:bank )?(?:account|iban|routing|bank details) | "
+    r"(?:updated|changed) (?:bank|account|payment) details | sin (?:aprobacion|revision|verificacion) | "
+    r"automaticamente | nueva cuenta | sans (?:approbation|validation|verification) | automatiquement | "
+    r"nouveau (?:compte|rib|iban) | ohne (?:genehmigung|freigabe|prufung) | automatisch | "
+    r"neue[sn]? (?:konto|iban|bankverbindung) | sem (?:aprovacao|revisao|verificacao) | nova conta | "
+    r"senza (?:approvazione|verifica) | nuovo (?:conto|iban)"
+)
+SEND_VERB = _any_of(
+    r"forward\w* | bcc | cc | copy | send | sync | mirror | export | upload | redirect\w* | relay | route | "
+    r"reenvi\w* | redirig\w* | transfer\w* | envi\w* | weiterleit\w* | weitergeleitet | senden | schick\w* | "
+    r"encaminh\w* | inoltr\w* | invi\w*"
+)
+SEND_SCOPE = _any_of(
+    r"all | every | any | each | copies | a copy | automatically | todos | todas | cada | tous | toutes | chaque | "
+    r"alle | jede\w* | automatisch | tutti | tutte | ogni"
+)
+ADDRESS = (
+    r"(?:[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc)\b)"
+)
+ACCESS_GRANT = _any_of(
+    r"grant\w* | give\w* | gave | add(?:ed)? | promot\w* | elevat\w* | make | made | otorg\w* | conced\w* | "
+    r"accord\w* | donn\w* | gewahr\w* | conceder | concedi"
+)
+# "X becomes admin", "contractors from x.io have admin": rights held by someone named by an address.
+BECOMES = _any_of(
+    r"becomes? | is now | are now | will be | ha(?:s|ve) | gets? | receives? | pasa a ser | ahora es | tienen? | "
+    r"passa a ser | agora e | tem | devient | est desormais | ont | wird | ist jetzt | hat | haben | diventa | "
+    r"e ora | hanno"
+)
+ACCESS = _any_of(
+    r"admin\w* | owner | root | superuser | sudo | full access | write access | prod(?:uction)? access | "
+    r"billing access"
+)
+TRUST = _any_of(
+    r"(?:always |fully )?trust(?:ed)? | approved (?:identity provider|idp|sso|vendor|sender|domain) | "
+    r"identity provider | "
+    r"fournisseur d'identite | proveedor de identidad | identitatsanbieter | provedor de identidade | "
+    r"approuve | aprobad[oa] | aprovad[oa] | genehmigt | approvat[oa] | "
+    r"treat (?:\w+ )?as (?:safe|trusted|verified|official|legitimate) | "
+    r"(?:is|are) (?:safe|verified|legitimate|official|trusted) | verified (?:sender|source|domain|partner) | "
+    r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w*"
+)
+AUTHORITY = _any_of(
+    r"as (?:the |your )?(?:account |workspace |org(?:anization)? |company )?(?:owner|admin(?:istrator)?|ceo|cto|"
+    r"cfo|founder|director|head of \w+|manager|root) | "
+    r"i(?:'m| am) (?:the |your )?(?:account |workspace |company )?(?:owner|admin(?:istrator)?|ceo|cto|cfo|founder) | "
+    r"this is (?:the |your )?(?:admin|owner|ceo|cto|security team|it department|developer) | on behalf of | "
+    r"per (?:the )?(?:ceo|cfo|cto|owner|management|security team|compliance|legal|board|contract|agreement|sla|"
+    r"terms|policy|our contract) | "
+    r"by order of | "
+    r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has | "
+    r"have )?(?:approved|authori[sz]ed|confirmed|decided|mandated|signed off|instructed) | "
+    r"verified | official(?:ly)? | authori[sz]ed | authoritative | contractual(?:ly)? | source of truth | binding | "
+    r"como (?:el |la )?(?:dueno|duena|propietari[oa]|administrador|director|ceo) | por orden de | "
+    r"oficial(?:mente)? | verificad[oa] | autorizad[oa] | "
+    r"en tant que (?:proprietaire|administrateur|directeur|pdg|responsable) | officiel(?:le)?(?:ment)? | verifie | "
+    r"autorise | par ordre | als (?:inhaber|eigentumer|admin|administrator|geschaftsfuhrer|chef) | offiziell | "
+    r"verifiziert | autorisiert | im auftrag | como (?:o |a )?(?:dono|dona|proprietari[oa]|administrador) | "
+    r"autorizad[oa] | come (?:il )?(?:proprietario|amministratore|titolare) | ufficial\w* | verificat[oa] | "
+    r"autorizzat[oa]"
+)
+REFERENCE = (
+    r"(?:\b(?:kb|knowledge(?: base)?|wiki|article|doc(?:ument)?|ticket|case|policy|memo|circular|ref)"
+    r"[\s#:-]*(?:id[\s#:-]*)?[a-z]*[-#]?\d[\w-]*)"
+)
+REFERENCE_CLAIM = _any_of(
+    r"official | authoritative | source of truth | binding | supersed\w* | pre-?approved | approved | "
+    r"link (?:this|the|it) | linked | applies | oficial | officiel\w* | offiziell\w* | ufficial\w*"
+)
+REFUSAL = _any_of(
+    r"i (?:can't|cannot|can not|won't|will not|am not able to|'m not able to|am unable to|'m unable to|"
+    r"am not going to|'m not going to|shouldn't|should not|must not|don't|do not|didn't|"
+    r"did not) (?:\w+ ){0,2}(?:save|store|remember|record|follow|act on|comply|apply|treat|add|change|disable|"
+    r"bypass|skip|forward|grant|accept|execute|obey|honou?r|verify|confirm|set up|keep|note|link|use) | "
+    r"i(?:'ve| have)? (?:ignored|disregarded|skipped|left out|not followed|set aside) | (?:prompt )?injection | "
+    r"(?:embedded|hidden|injected) (?:instructions?|text|commands?|directives?) | "
+    r"instructions? (?:embedded|hidden|inside|in the (?:page|document|email|file|text|output|result)) | "
+    r"(?:addressed|aimed|directed) (?:to|at) (?:ai|assistants?|agents?|the assistant|language models?|me) | "
+    r"suspicious | phishing | (?:can't|cannot|unable to|not able to) (?:verify|confirm|validate) | "
+    r"not (?:something )?(?:i|we) (?:can|should) (?:store|save|change|act on) | "
+    r"(?:doesn't|does not|didn't|did not) come from you | as (?:data|untrusted|content) | "
+    r"no (?:puedo|voy a|debo) (?:\w+ ){0,2}(?:guardar|almacenar|recordar|seguir|aplicar|desactivar|omitir|"
+    r"verificar|confirmar|cambiar) | "
+    r"(?:he )?ignorado | instrucciones (?:ocultas|incrustadas) | sospechos\w* | "
+    r"je ne (?:peux|vais|dois|pourrai) pas | j'ai ignore | instructions? (?:cachees?|integrees?|dissimulees?) | "
+    r"suspect\w* | ich (?:kann|werde|darf) (?:\w+ ){0,3}(?:nicht|keine) | ignoriert | versteckte anweisung\w* | "
+    r"verdachtig\w* | nao (?:posso|vou|devo) | ignorei | suspeit\w* | non (?:posso|lo faro|faro|devo) | "
+    r"ho ignorato | sospett\w*"
+)
+
+# "Never restart it without a second person", "don't skip review": a negated relaxation is a requirement.
+NEGATOR = _any_of(
+    r"never(?! mind) | don't | do not | doesn't | does not | must not | mustn't | cannot | can't | can not | "
+    r"shall not | should not | shouldn't | may not | nobody | no one | nothing | "
+    r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
+    r"aucun\w* | nie | niemals | kein\w* | darf nicht | nao | mai | nessun\w*"
+)
+_NEGATED_RELAX = re.compile(rf"\b{NEGATOR}\b[^,;:.!?\n]{{0,60}}?\b(?={RELAX}\b)", re.IGNORECASE)
+
+
+def _requirements_kept(text: str) -> str:
+    """The text with each negated relaxation word marked, so that it reads as the requirement it is."""
+    return _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+
+
+# --- Signals ---------------------------------------------------------------------------------------------------
+
+_NEAR = r"[^.!?\n]{0,60}?"
+_FLAGS = re.IGNORECASE | re.MULTILINE
+
+SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
+    # Spoken to the machine: vocatives, notes to it, role tags and bracketed headers inside content.
+    "addressed_to_machine": (
+        1.0,
+        re.compile(
+            rf"\b(?:note|message|instructions?|directive|notice|memo|attention|update|hinweis|nachricht|nota|"
+            rf"mensaje|mensagem|messaggio|consigne|avis)s? (?:for|to|para|pour|an|fur|per|a|al|alla|aux|ao)"
+            rf" (?:the |all |any |every |la |el |los |las |l'|le |les |die |den |alle |o |os |a |as |gli |il )?"
+            rf"{MACHINE}\b"
+            rf"|\b(?:dear|hey|hi|hello|attention|attn|querid[oa]|cher|chere|liebe[rs]?|car[oa]|prezad[oa])"
+            rf"\s*,?\s+{MACHINE}\b"
+            rf"|^\W*{MACHINE}\s*,\s+(?:please |por favor |s'il te plait |bitte )?(?:{STORE_VERB}|{OVERRIDE_VERB}|"
+            rf"from now on|note|update)\b"
+            rf"|\b{MACHINE} (?:reading|processing|parsing|summari[sz]ing|seeing|ingesting|indexing|crawling)"
+            rf" (?:this|these|the)\b"
+            rf"|\b(?:to|for|para|pour|fur|an|per) (?:any|all|every|todos los|todas las|tous les|toutes les|alle|"
+            rf"tutti gli) {MACHINE}\b"
+            rf"|<\|?(?:im_start|im_end|system|endoftext)\|?>|</?(?:system|assistant|sys|instructions?)>"
+            rf"|\"role\"\s*:\s*\"(?:system|developer)\""
+            rf"|\bmemory (?:compiler|extractor|directive|instruction|override|injection|update)\b|\bsystem override\b"
+            # "The system message in the logs says disk full" is about a system; "System message:" speaks as one.
+            rf"|\b(?:system (?:prompt|message|notice|note|instruction|directive|update|alert)|memory system|"
+            rf"(?:mensaje|mensagem|messaggio|aviso|avviso) (?:del |do |di )?sistema|message (?:du )?systeme|"
+            rf"system(?:nachricht|meldung|hinweis|anweisung))\s*[:\]>\u2014\u2013-]",
+            _FLAGS,
+        ),
+    ),
+    # A header naming the machine's own parts: [SYSTEM], <<MEMORY>>, ### Admin note, **PRIORITY**:
+    "machine_header": (
+        0.6,
+        re.compile(rf"(?:^|[\[<(#*=|{{])\s*{HEADER_WORD}\b[^\]\n>)]{{0,40}}(?:[\]>)]|:|\*\*)", _FLAGS),
+    ),
+    # A storage verb near a word that makes it permanent ("save ... verbatim", "add to your long-term memory").
+    "store_permanently": (
+        0.6,
+        re.compile(rf"\b{STORE_VERB}\b{_NEAR}\b{STORE_OBJECT}\b|\b{STORE_OBJECT}\b{_NEAR}\b{STORE_VERB}\b", _FLAGS),
+    ),
+    # Asked to keep exactly these words: people state facts, attackers need their wording kept.
+    "verbatim": (
+        0.5,
+        re.compile(
+            r"\b(?:verbatim|word for word|exactly as (?:written|worded|stated)|mot pour mot|wortlich|wort fur wort|"
+            r"literalmente|textualmente|palavra por palavra|alla lettera|parola per parola)\b",
+            _FLAGS,
+        ),
+    ),
+    # Override verbs on the rules themselves ("ignore all previous instructions", "vergiss alle Regeln").
+    "override_rules": (
+        1.0,
+        re.compile(
+            rf"\b{OVERRIDE_VERB}\b(?:\s+\w+){{0,3}}?\s+{OVERRIDE_QUALIFIER}\b(?:\s+\w+){{0,2}}?\s+{RULES}\b", _FLAGS
+        ),
+    ),
+    # A rule that relaxes a security, approval or audit control: never promoted unattended.
+    "relaxes_control": (
+        1.0,
+        re.compile(rf"\b{RELAX}\b{_NEAR}\b{CONTROL}\b|\b{CONTROL}\b{_NEAR}\b{RELAX}\b", _FLAGS),
+    ),
+    # Money moved without the usual check, or to new account details.
+    "moves_money": (
+        1.0,
+        re.compile(rf"\b{MONEY}\b{_NEAR}\b{MONEY_LOOSE}\b|\b{MONEY_LOOSE}\b{_NEAR}\b{MONEY}\b", _FLAGS),
+    ),
+    # Everything of a kind sent on to an address: an exfiltration rule.
+    "forwards_data": (
+        1.0,
+        re.compile(
+            rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}",
+            _FLAGS,
+        ),
+    ),
+    # Admin or owner rights handed to someone named by an address.
+    "grants_access": (
+        1.0,
+        re.compile(
+            rf"\b{ACCESS_GRANT}\b{_NEAR}\b{ACCESS}\b{_NEAR}{ADDRESS}|\b{ACCESS_GRANT}\b{_NEAR}{ADDRESS}{_NEAR}\b{ACCESS}\b"
+            rf"|{ADDRESS}{_NEAR}\b{BECOMES}\b{_NEAR}\b{ACCESS}\b",
+            _FLAGS,
+        ),
+    ),
+    # A domain, sender or link declared trustworthy.
+    "declares_trust": (
+        1.0,
+        re.compile(rf"\b{TRUST}\b{_NEAR}{ADDRESS}|{ADDRESS}{_NEAR}\b{TRUST}\b", _FLAGS),
+    ),
+    # A claim of authority: on its own it is how people talk; beside a rule change it is how attackers do.
+    "claims_authority": (0.5, re.compile(rf"\b{AUTHORITY}\b", _FLAGS)),
+    # A document, ticket or article the assistant cannot open, declared binding or to be linked.
+    "unverifiable_reference": (
+        0.6,
+        re.compile(rf"{REFERENCE}{_NEAR}\b{REFERENCE_CLAIM}\b|\b{REFERENCE_CLAIM}\b{_NEAR}{REFERENCE}", _FLAGS),
+    ),
+    # Markup a reader does not see: HTML or markdown comments, hidden elements.
+    "hidden_markup": (
+        0.5,
+        re.compile(r"<!--|\[//\]:\s*#|display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0", _FLAGS),
+    ),
+    # A JSON or YAML directive aimed at a memory or agent ({"memory_directive": ...}).
+    "structured_directive": (
+        1.0,
+        re.compile(
+            r"[\"']?\b(?:memory|agent|assistant|ai|llm|system)[_ -]?(?:directive|instruction|command|override|"
+            r"update|rule|note|action)s?\b[\"']?\s*[:=]",
+            _FLAGS,
+        ),
+    ),
+}
+# Any of these words in a form that needed unleeting or unspacing means the spelling hid it.
+_KEYWORD = re.compile(
+    r"\b(?:system|remember|memory|ignore|instructions?|override|store|save|admin|assistant|verbatim|permanent|"
+    r"disregard|forget|approval|review|bypass|sistema|memoria|speichern?)\b"
+)
+REFUSAL_PATTERN = re.compile(rf"\b{REFUSAL}", _FLAGS)
+OBFUSCATION_WEIGHT = 0.6
+_NEGATABLE = frozenset({"relaxes_control", "moves_money"})
+
+
+def signals(text: str) -> dict[str, float]:
+    """The signals that fire on one text, with their weights (obfuscation included)."""
+    normal = normal_form(text)
+    requirements = _requirements_kept(normal.text)
+    fired = {
+        name: weight
+        for name, (weight, pattern) in SIGNALS.items()
+        if pattern.search(requirements if name in _NEGATABLE else normal.text)
+    }
+    if normal.obfuscated:
+        fired["obfuscated"] = OBFUSCATION_WEIGHT
+    return fired
+
+
+def refuses(text: str) -> bool:
+    """Whether an assistant turn refuses, or says it ignored, what it was given."""
+    return REFUSAL_PATTERN.search(normal_form(text).text) is not None
