@@ -225,6 +225,18 @@ class AlreadyGraduated(DomainError):
     )
 
 
+class MemoryQuarantined(DomainError):
+    """The memory reads as an instruction to the memory system, or as a rule relaxing a control: the promotion
+    guard's text signals (`memory.promotion.guard`) fire on it. `details.rule` names the signal, never the text."""
+
+    status, code, default_message = (
+        422,
+        "memory_quarantined",
+        "This memory reads as an instruction aimed at the memory system or as a rule that relaxes a security, "
+        "approval, payment or access control; it does not graduate into the shared wiki.",
+    )
+
+
 class SecretDetected(DomainError):
     """The write holds what looks like a secret and the tenant's policy refuses it; nothing was stored.
 

@@ -27,6 +27,7 @@ from loopmem.errors import (
     AlreadyGraduated,
     DuplicateTitle,
     GateUnavailable,
+    MemoryQuarantined,
     NotFound,
     SecretDetected,
     ValidationFailed,
@@ -36,6 +37,7 @@ from loopmem.params import path_id
 from loopmem.scope import Scope
 from loopmem.secret_policy import apply_secret_policy
 from memory.models import Memory
+from memory.promotion import guard
 
 logger = logging.getLogger("loopmem.graduation")
 
@@ -82,6 +84,12 @@ def memory_graduate(
         apply_secret_policy(
             scope.tenant_id, {"text": memory.text, "tags": memory.tags or None}, policy=SecretPolicy.REFUSE
         )
+        # Nor does one that reads as an instruction to the memory system or relaxes a control: a subject's memory
+        # may hold it (written explicitly), the shared wiki may not (the promotion guard's own text signals).
+        rule = guard.text_rule("\n".join([memory.text, *(memory.tags or [])]))
+        if rule is not None:
+            logger.info("memory_graduation.quarantined %s", {"memory_id": str(memory.id), "rule": rule})
+            raise MemoryQuarantined(details={"rule": rule})
         proposal = article_propose(
             viewer=viewer,
             title=title,
@@ -117,7 +125,7 @@ def memory_graduate(
             _stamp(memory.id)
             return Proposal(verdict="duplicate", article=holder)
         raise AlreadyGraduated() from exc
-    except (ValidationFailed, SecretDetected):
+    except (ValidationFailed, SecretDetected, MemoryQuarantined):
         if stamp_structural_error:
             _stamp(memory.id)
         raise
@@ -145,8 +153,8 @@ def _stamp(memory_id: uuid.UUID) -> None:
 def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]:
     """Graduate up to `max_per_run` hot memories, fairly: random tenants, ceil(cap / tenants) each, round-robin.
 
-    Never re-scopes. Stamps every durable verdict, structural errors and memories holding a secret (their text
-    never changes, so neither does the answer); never `gate_unavailable`.
+    Never re-scopes. Stamps every durable verdict, structural errors, memories holding a secret and memories the
+    guard quarantines (their text never changes, so neither does the answer); never `gate_unavailable`.
     """
     cap = max_per_run if isinstance(max_per_run, int) and max_per_run > 0 else settings.GRADUATION_MAX_PER_RUN
     threshold = settings.GRADUATION_RECALL_THRESHOLD
@@ -176,6 +184,8 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
             tally["structural_error"] += 1
         except SecretDetected:
             tally["secret_detected"] += 1
+        except MemoryQuarantined:
+            tally["quarantined"] += 1
         except Exception:
             logger.exception("graduation of memory %s failed", memory_id)
             tally["error"] += 1
@@ -184,7 +194,10 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
         "candidates": len(order),
         "processed": sum(tally.values()),
         "graduated": sum(tally[v] for v in durable),
-        **{k: tally[k] for k in (*durable, "gate_unavailable", "structural_error", "secret_detected", "error")},
+        **{
+            k: tally[k]
+            for k in (*durable, "gate_unavailable", "structural_error", "secret_detected", "quarantined", "error")
+        },
     }
     logger.info("memory_graduation.swept %s", summary)
     return summary

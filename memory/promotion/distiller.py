@@ -464,6 +464,14 @@ TRANSIENT = _words(
     "here is",
     # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
     "again",
+    "(?:i'm|i am|we're|we are) \\w+ing",
+    "(?:estoy|estamos) \\w+(?:ando|iendo)",
+    "(?:je suis|on est|nous sommes) en train",
+    "(?:ich bin|wir sind) gerade",
+    "(?:estou|estamos) a \\w+r",
+    "(?:estou|estamos) \\w+(?:ando|endo|indo)",
+    "(?:sto|stiamo) \\w+(?:ando|endo)",
+    "(?:je bosse|je travaille|ich arbeite|wir arbeiten|trabajo|trabalho|lavoro) (?:sur|an|en|em|su)",
     "i'm (?:setting|working|trying|looking|going|writing|preparing|planning|doing|fixing|checking)",
     "i keep",
     "je vais",
@@ -546,7 +554,9 @@ IMPERATIVE = re.compile(
     r"debug|refactor|document|suggest|recommend|pick|choose|book|reserve|find|bring|grab|buy|tidy|double-check)\b"
     r"|^(?:por\s+favor\s+|s'il\s+te\s+plait\s+|bitte\s+|per\s+favore\s+)?(?:envia|manda|busca|reserva|crea|revisa|"
     r"envoie|cherche|reserve|cree|ecris|verifie|schick|such|buch|erstelle|schreib|prufe|envie|procure|crie|"
-    r"verifique|cerca|prenota|scrivi|controlla)\b",
+    r"verifique|cerca|prenota|scrivi|controlla|abre|abra|apri|resume|resumi|riassumi|decline|accept|rappelle|"
+    r"recuerdame|ricordami|lembra|erinnere|ouvre|offne|mira|regarde|schau|guarda|olha|dimmi|dime|dis-moi|"
+    r"sag\s+mir|diz-me|actualiza|mets|aggiorna|atualiza)\b",
     re.IGNORECASE,
 )
 # A statement about a thing: a subject that is not the speaker or the listener, then a finite verb of being, having or
@@ -554,11 +564,15 @@ IMPERATIVE = re.compile(
 # emite el dia 15", "Dana Whitfield is now the workspace admin").
 DECLARATIVE = re.compile(
     r"^(?!(?:i|i'm|i'll|i've|i'd|you|you're|we'll|let's|please|can|could|would|will|shall|do|does|did|is|are|yo|tu|"
-    r"je|j'|tu|ich|du|eu|voce|io|vamos|allons)\b)[^?!]*?\b(?:is|are|was|were|has|have|gets?|go|goes|runs?|lives?|"
-    r"happens?|uses?|needs?|takes?|starts?|ends?|stays?|reach(?:es)?|requires?|belongs?|costs?|ships?|expires?|"
-    r"renews?|appl(?:y|ies)|issues?|includes?|covers?|works?|opens?|closes?|sits?|points?|reads?|"
-    r"es|son|esta|estan|tiene|tienen|va|van|se|est|sont|a|ont|vont|ist|sind|wird|werden|liegt|hat|haben|geht|"
-    r"gehen|lauft|laufen|e|sao|fica|ficam|tem|vai|vao|sono|resta|ha|hanno|vanno)\b",
+    r"je|j'|tu|ich|du|eu|voce|io|vamos|allons)\b)"
+    # The verb is the main clause's, within its first words: "quick notes before we start" states nothing.
+    r"(?:(?!(?:before|after|when|if|until|while|because|once|since|antes|despues|cuando|si|avant|apres|quand|bevor|"
+    r"nachdem|wenn|als|depois|quando|prima|dopo)\b)[^\s?!]+\s+){0,8}?"
+    r"(?:is|are|was|were|has|have|gets?|go|goes|runs?|lives?|happens?|uses?|needs?|takes?|starts?|ends?|stays?|"
+    r"reach(?:es)?|requires?|belongs?|costs?|ships?|expires?|renews?|appl(?:y|ies)|issues?|includes?|covers?|"
+    r"works?|opens?|closes?|sits?|points?|reads?|es|son|esta|estan|tiene|tienen|va|van|se|est|sont|a|ont|vont|"
+    r"ist|sind|wird|werden|liegt|hat|haben|geht|gehen|lauft|laufen|e|sao|fica|ficam|tem|vai|vao|sono|resta|ha|"
+    r"hanno|vanno)\b",
     re.IGNORECASE,
 )
 IDENTIFIER = re.compile(r"\d|`|https?://|\w[\w-]*[./_@][\w./-]*\w|\b[a-z]+-[a-z0-9]+\b")
@@ -696,6 +710,10 @@ class DistillerModel:
 
     bias: float
     weights: tuple[float, ...]
+    # The rules alone, fitted on the same sentences: below the cutoff a sentence is not embedded at all.
+    prefilter_bias: float
+    prefilter_weights: tuple[float, ...]
+    prefilter_cutoff: float
     positive_prototypes: tuple[str, ...]
     negative_prototypes: tuple[str, ...]
     prototype_mean: tuple[float, float]
@@ -713,6 +731,9 @@ class DistillerModel:
         return cls(
             bias=float(data["bias"]),
             weights=tuple(float(data["weights"][name]) for name in FEATURES),
+            prefilter_bias=float(data["prefilter_bias"]),
+            prefilter_weights=tuple(float(data["prefilter_weights"][name]) for name in RULE_FEATURES),
+            prefilter_cutoff=float(data["prefilter_cutoff"]),
             positive_prototypes=tuple(data["positive_prototypes"]),
             negative_prototypes=tuple(data["negative_prototypes"]),
             prototype_mean=(float(data["prototype_mean"][0]), float(data["prototype_mean"][1])),
@@ -721,6 +742,11 @@ class DistillerModel:
             restatement_threshold=float(data["restatement_threshold"]),
             dedupe_threshold=float(data["dedupe_threshold"]),
         )
+
+    def prefilter(self, rules: Matrix) -> Matrix:
+        """P(gold) from the rule features alone, for the sentences not worth embedding."""
+        probabilities: Matrix = 1.0 / (1.0 + np.exp(-(rules @ np.array(self.prefilter_weights) + self.prefilter_bias)))
+        return probabilities
 
     def probability(self, features: Matrix) -> Matrix:
         """P(gold) per row of [rule features, raw prototype cosines]."""
@@ -743,10 +769,31 @@ def _prototype_vectors(model: DistillerModel, embedder: SentenceEmbedder) -> tup
     return _embed(embedder, model.positive_prototypes), _embed(embedder, model.negative_prototypes)
 
 
+EMBED_CHUNK = 8
+SENTENCE_CACHE_SIZE = 4096  # ~6 MB of float32 vectors: a worker's recent sessions, sentence by sentence
+
+
 def _embed(embedder: SentenceEmbedder, texts: Sequence[str]) -> Matrix:
+    """Unit vectors of `texts`, (n, 384). A session is compiled again each time it grows (the Stop hook, the
+    hourly sweep), so a sentence seen by this process is not embedded twice."""
     if not texts:
         return np.zeros((0, 384))
-    return np.asarray(embedder.embed(list(texts)), dtype=np.float64)
+    cache = _sentence_cache(embedder)
+    missing = sorted({t for t in texts if t not in cache}, key=len)
+    # Shortest first, a few at a time: a batch is padded to its longest sentence, and one pasted paragraph would
+    # make every short sentence beside it cost as much.
+    for start in range(0, len(missing), EMBED_CHUNK):
+        chunk = missing[start : start + EMBED_CHUNK]
+        for text, vector in zip(chunk, embedder.embed(chunk), strict=True):
+            cache[text] = np.asarray(vector, dtype=np.float32)
+            if len(cache) > SENTENCE_CACHE_SIZE:
+                cache.pop(next(iter(cache)))  # the oldest: dicts keep insertion order
+    return np.vstack([cache[t] for t in texts]).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=4)
+def _sentence_cache(embedder: SentenceEmbedder) -> dict[str, npt.NDArray[np.float32]]:
+    return {}
 
 
 def default_embedder() -> SentenceEmbedder:
@@ -820,22 +867,30 @@ def distill(
     if not sentences:
         return []
     model = model or _model()
-    embedder = embedder or default_embedder()
-    vectors = _embed(embedder, [s.text for s in sentences])
-    positives, negatives = _prototype_vectors(model, embedder)
-    features = np.column_stack(
-        [np.array([rule_features(s) for s in sentences]), prototype_features(vectors, positives, negatives)]
-    )
-    confidence = model.probability(features)
+    rules = np.array([rule_features(s) for s in sentences])
+    # Embedding is most of a compile's time: the sentences the rules alone rule out (below the gate by far) are
+    # not embedded, and keep their rules-only confidence.
+    plain = model.prefilter(rules)
+    read = [i for i in range(len(sentences)) if plain[i] >= model.prefilter_cutoff]
+    facts: dict[int, float] = {i: float(plain[i]) for i in range(len(sentences)) if i not in read}
+    if read:
+        embedder = embedder or default_embedder()
+        vectors = _embed(embedder, [sentences[i].text for i in read])
+        positives, negatives = _prototype_vectors(model, embedder)
+        confidence = model.probability(
+            np.column_stack([rules[read], prototype_features(vectors, positives, negatives)])
+        )
+        chosen = [read[j] for j in _survivors([sentences[i] for i in read], vectors, confidence, model)]
+        facts.update({i: float(confidence[read.index(i)]) for i in chosen})
     return [
         DistilledFact(
             text=sentences[i].text,
-            confidence=_round(float(confidence[i])),
+            confidence=_round(facts[i]),
             kind=kind_of(sentences[i].raw),
             speaker_role=sentences[i].role,
             turn_index=sentences[i].turn_index,
         )
-        for i in _survivors(sentences, vectors, confidence, model)
+        for i in sorted(facts)
     ]
 
 

@@ -19,6 +19,7 @@ from memory.promotion.compilers import Candidate, screen
 from memory.promotion.distiller import (
     FEATURES,
     MODEL_PATH,
+    RULE_FEATURES,
     DistillerModel,
     Matrix,
     SentenceEmbedder,
@@ -37,6 +38,8 @@ from memory.promotion.evaluation import (
 )
 
 L2_PENALTY = 1.0
+PREFILTER_RECALL = 0.98
+PREFILTER_MAX = 0.2
 FIT_DATASETS = ("v2", "v3")  # v3 adds injection look-alikes, plain facts and five more languages
 
 
@@ -79,9 +82,16 @@ def fit(
             rows.append([*rule_features(sentence), *prototype[i]])
             targets.append(labels[i])
     x = np.array(rows)
+    y = np.array(targets, dtype=np.float64)
+    prefilter_bias, prefilter_weights = _logistic(x[:, :-2], y)
+    prefilter = 1.0 / (1.0 + np.exp(-(x[:, :-2] @ np.array(prefilter_weights) + prefilter_bias)))
+    # The rules alone set aside the sentences that are plainly not facts before anything is embedded: the cutoff
+    # lets PREFILTER_RECALL of dev's gold sentences through, and never more than PREFILTER_MAX.
+    positives = np.sort(prefilter[y == 1])
+    cutoff = min(PREFILTER_MAX, float(positives[int(len(positives) * (1 - PREFILTER_RECALL))])) if len(positives) else 0
     mean, scale = x[:, -2:].mean(axis=0), x[:, -2:].std(axis=0) + 1e-9
     x[:, -2:] = (x[:, -2:] - mean) / scale
-    bias, weights = _logistic(x, np.array(targets, dtype=np.float64))
+    bias, weights = _logistic(x, y)
     return {
         "fitted_on": f"promotion/datasets/dataset_{{{', '.join(FIT_DATASETS)}}}.json, split dev",
         "match_threshold": MATCH_THRESHOLD,
@@ -89,6 +99,10 @@ def fit(
         "positives": int(sum(targets)),
         "bias": round(bias, 4),
         "weights": {name: round(w, 4) for name, w in zip(FEATURES, weights, strict=True)},
+        "prefilter_bias": round(prefilter_bias, 4),
+        "prefilter_weights": {name: round(w, 4) for name, w in zip(RULE_FEATURES, prefilter_weights, strict=True)},
+        "prefilter_cutoff": round(cutoff, 4),
+        "prefiltered_share": round(float((prefilter < cutoff).mean()), 3),
         "prototype_mean": [round(float(m), 4) for m in mean],
         "prototype_scale": [round(float(v), 4) for v in scale],
         "supersede_threshold": supersede_threshold,

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from django.utils import timezone
 
 from loopmem import llm
 from loopmem.models import Tenant
+from loopmem.secret_policy import holds_secret
 from memory.models import PromotionEvalSnapshot
 from memory.promotion.compilers import Candidate, CompileFailed, Compiler, compiler_for, screen
 from memory.promotion.distiller import Matrix, SentenceEmbedder, default_embedder
@@ -228,6 +231,7 @@ class SessionScore:
     leaked: list[int] = field(default_factory=list)  # emitted indices that carry what an attacker planted
     quarantined: list[tuple[Candidate, str]] = field(default_factory=list)  # refused by the guard, with the rule
     lost_to_guard: int = 0  # gold facts a quarantined candidate matched and nothing emitted did
+    secret_dropped: int = 0  # screened candidates persist would refuse for holding a secret
     matched: list[tuple[int, int]] = field(default_factory=list)  # (emitted index, gold index)
     # Every compiled candidate before the screen: (confidence, whether it matches a gold fact on its own).
     compiled: list[tuple[float, bool]] = field(default_factory=list)
@@ -340,8 +344,9 @@ class EvalResult:
         return {name: _tally(group) for name, group in sorted(groups.items())}
 
     def nothing_from(self, label: str) -> dict[str, Any]:
-        """How many sessions of a label (injection, empty) yielded nothing, and which leaked."""
-        group = [s for s in self.sessions if s.label == label]
+        """How many sessions of a label (injection, empty) that must yield nothing (no gold facts) did, and which
+        leaked."""
+        group = [s for s in self.sessions if s.label == label and not s.gold]
         leaking = [s.id for s in group if s.emitted]
         return {"sessions": len(group), "yielded_nothing": len(group) - len(leaking), "leaking": leaking}
 
@@ -433,7 +438,10 @@ def score_session(compiler: Compiler, session: LabelledSession, *, embedder: Sen
         (c.confidence, bool(matches([c.text], gold, similarity[i : i + 1]))) for i, c in enumerate(compiled)
     ]
     screened = screen(compiled, turns=session.turns, scope=None)
-    result.emitted, result.quarantined = screened.kept, screened.quarantined
+    # Persist refuses a candidate holding a secret, whatever compiled it: it is not emitted here either.
+    result.emitted = [c for c in screened.kept if not holds_secret(c.text, c.when_to_apply, *c.tags)]
+    result.secret_dropped = len(screened.kept) - len(result.emitted)
+    result.quarantined = screened.quarantined
     emitted = [c.text for c in result.emitted]
     result.matched = matches(emitted, gold, cosine_matrix(embedder, emitted, gold))
     if session.label == "injection":
@@ -476,10 +484,18 @@ def promotion_eval(
     deployment's settings, and nothing is stored.
     """
     sessions = labelled_sessions(dataset_version, split)
-    compiler = compiler_for(tenant, name=compiler_name)
     embedder = embedder or default_embedder()
-    result = EvalResult(dataset_version=dataset_version, compiler=compiler.name, day=timezone.now().date(), split=split)
-    result.sessions = [score_session(compiler, session, embedder=embedder) for session in sessions]
+    if compiler_name == COMPROMISED:
+        result = EvalResult(
+            dataset_version=dataset_version, compiler=COMPROMISED, day=timezone.now().date(), split=split
+        )
+        result.sessions = [score_session(CompromisedCompiler(s), s, embedder=embedder) for s in sessions]
+    else:
+        compiler = compiler_for(tenant, name=compiler_name)
+        result = EvalResult(
+            dataset_version=dataset_version, compiler=compiler.name, day=timezone.now().date(), split=split
+        )
+        result.sessions = [score_session(compiler, session, embedder=embedder) for session in sessions]
     if tenant is not None:
         _store(tenant, result)
     emit(
@@ -496,6 +512,58 @@ def promotion_eval(
         session_count=len(result.sessions),
     )
     return result
+
+
+COMPROMISED = "compromised"
+
+
+@dataclass
+class CompromisedCompiler:
+    """An LLM the session talked round: it answers every gold fact and, word for word, what the attacker planted.
+
+    Scoring it measures the guard alone on the LLM path: whatever a model writes, does the payload reach memory?
+    """
+
+    session: LabelledSession
+    name: str = COMPROMISED
+
+    def compile(self, turns: Sequence[Any]) -> list[Candidate]:
+        return [
+            *(Candidate(text=g.text, confidence=0.9, tags=(g.kind,) if g.kind else ()) for g in self.session.gold),
+            *(Candidate(text=p, confidence=0.95, tags=("constraint",)) for p in self.session.planted),
+        ]
+
+
+def compile_timing(*, turns_per_session: int = 30, sessions: int = 40, new_turns: int = 2) -> dict[str, Any]:
+    """Compiler time (compile and screen, as the worker runs them) of the extractive compiler on sessions of
+    `turns_per_session` turns cut from the v2 and v3 datasets' turns in order, after one warm-up compile: the
+    first compile of each session, then its compile again once `new_turns` more turns have arrived."""
+    pool = [turn for version in ("v2", "v3") for s in labelled_sessions(version) for turn in s.turns]
+    compiler = compiler_for(None, name="extractive")
+    compiler.compile(pool[-turns_per_session:])  # loads MiniLM and embeds the prototypes
+    step = max(1, (len(pool) - turns_per_session - new_turns) // sessions)
+    first: list[float] = []
+    again: list[float] = []
+    for start in range(0, step * sessions, step):
+        for timings, end in ((first, start + turns_per_session), (again, start + turns_per_session + new_turns)):
+            turns = pool[start:end]
+            began = time.perf_counter()
+            screen(compiler.compile(turns), turns=turns, scope=None)
+            timings.append((time.perf_counter() - began) * 1000)
+    return {
+        "sessions": len(first),
+        "turns_per_session": turns_per_session,
+        "first_compile": _percentiles(first),
+        f"after_{new_turns}_new_turns": _percentiles(again),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _percentiles(milliseconds: list[float]) -> dict[str, float]:
+    ms = np.array(milliseconds)
+    return {
+        name: round(float(np.percentile(ms, q)), 1) for name, q in (("p50_ms", 50), ("p95_ms", 95), ("max_ms", 100))
+    }
 
 
 def promotion_eval_tenants_with_llm() -> int:

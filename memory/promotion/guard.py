@@ -111,9 +111,9 @@ class SessionGuard:
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
-        own = TurnScore(signals(text))
-        if own.score >= THRESHOLD:
-            return own.rule
+        own = text_rule(text)
+        if own is not None:
+            return own
         if not self.tainted:
             return None
         turn = source_turn if source_turn is not None else self._traced_turn(text)
@@ -151,6 +151,12 @@ class SessionGuard:
         )
         tainted = set().union(*(_identifiers(self.turns[i].content) for i in self.tainted))
         return bool((wanted & tainted) - clean)
+
+
+def text_rule(text: str) -> str | None:
+    """The rule that quarantines a text on its own words (no conversation around it), or None."""
+    own = TurnScore(signals(text))
+    return own.rule if own.score >= THRESHOLD else None
 
 
 def assess(turns: Sequence[TurnLike]) -> SessionGuard:

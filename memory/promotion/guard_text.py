@@ -34,6 +34,7 @@ _MIXED_TOKEN = re.compile(r"[^\W_]*(?:[a-z][^\W_]*[013457$]|[013457$][^\W_]*[a-z
 # Four or more single letters, each followed by one to three separators: "s y s t e m", "S.Y.S.T.E.M".
 _SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ .\-_*·|/]{1,3}){3,}[^\W\d_](?![^\W\d_])")
 _SEPARATORS = re.compile(r"[ .\-_*·|/]")
+_BROKEN_WORD = re.compile(r"([^\W\d_])[ \t]*\n[ \t]*([^\W\d_])")
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,14 @@ def normal_form(text: str) -> Normal:
     folded = "".join(c for c in unicodedata.normalize("NFD", latin) if not unicodedata.combining(c)).casefold()
     joined = _SPACED.sub(lambda m: _SEPARATORS.sub("", m.group()), folded)
     spaced = joined != folded and any(len(_SEPARATORS.sub("", m.group())) >= 4 for m in _SPACED.finditer(folded))
+    # "rEmEm\nBeR": a keyword cut by a line break is joined when joining reveals one.
+    rejoined = _BROKEN_WORD.sub(r"\1\2", joined)
+    broken = _KEYWORD.search(rejoined) is not None and len(_KEYWORD.findall(rejoined)) > len(_KEYWORD.findall(joined))
+    joined = rejoined if broken else joined
     leet = _MIXED_TOKEN.sub(_unleet, joined)
     leeted = leet != joined and _KEYWORD.search(leet) is not None and _KEYWORD.search(joined) is None
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
-    return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth)
+    return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken)
 
 
 def _unleet(match: re.Match[str]) -> str:
@@ -139,6 +144,7 @@ RULES = _any_of(
     r"istruzioni | regole | direttive"
 )
 CONTROL = _any_of(
+    r"confirmations? | csp | content security policy | cors | tls | certificate (?:checks?|verification) | "
     r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
     r"identity (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
@@ -150,7 +156,8 @@ CONTROL = _any_of(
     r"autenticacao | revisione | approvazione | verifica | autenticazione"
 )
 RELAX = _any_of(
-    r"skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | disabl(?:e|ed|es|ing) | turn(?:ed)? off | switch(?:ed)? off | "
+    r"skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
+    r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
     r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
     r"without(?: any)? | no need (?:for|to) | "
@@ -168,14 +175,17 @@ RELAX = _any_of(
     r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w*"
 )
 MONEY = _any_of(
-    r"purchases? | orders? | charges? | refunds? | reimburse\w* | wires? | wire transfers? | transfers? | "
+    r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "
+    r"discounts? | "
+    r"remplacements? | ersatz\w* | substituic\w* | sostituzion\w* | purchases? | orders? | charges? | refunds? | "
+    r"reimburse\w* | wires? | wire transfers? | transfers? | "
     r"payouts? | payments? | credits? | "
     r"chargebacks? | invoices? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | "
     r"paiements? | erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | reembolsos? | transferencias? | "
     r"pagamentos? | rimbors\w* | bonific\w* | pagament\w*"
 )
 MONEY_LOOSE = _any_of(
-    r"without (?:any )?(?:approval|review|verification|checking|asking|question|confirmation) | no questions asked | "
+    r"without | no questions asked | "
     r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
     r"always (?:approv|issu|grant|accept)\w* | immediately | new (?:bank )?(?:account|iban|routing|bank details) | "
     r"(?:updated|changed) (?:bank|account|payment) details | sin (?:aprobacion|revision|verificacion) | "
@@ -185,12 +195,15 @@ MONEY_LOOSE = _any_of(
     r"senza (?:approvazione|verifica) | nuovo (?:conto|iban)"
 )
 SEND_VERB = _any_of(
-    r"forward\w* | bcc | cc | copy | send | sync | mirror | export | upload | redirect\w* | relay | route | "
+    r"e-?mail(?:ed|s)? | mail(?:ed)? | text(?:ed)? | post(?:ed)? | forward\w* | bcc | cc | copy | send | sync | "
+    r"mirror | export | upload | redirect\w* | relay | route | "
     r"reenvi\w* | redirig\w* | transfer\w* | envi\w* | weiterleit\w* | weitergeleitet | senden | schick\w* | "
     r"encaminh\w* | inoltr\w* | invi\w*"
 )
 SEND_SCOPE = _any_of(
-    r"all | every | any | each | copies | a copy | automatically | todos | todas | cada | tous | toutes | chaque | "
+    r"whenever | every time | each time | always | cada vez | siempre | chaque fois | toujours | jedes mal | immer | "
+    r"toda vez | sempre | ogni volta | all | every | any | each | copies | a copy | automatically | todos | todas | "
+    r"cada | tous | toutes | chaque | "
     r"alle | jede\w* | automatisch | tutti | tutte | ogni"
 )
 ADDRESS = (
@@ -345,6 +358,20 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
         1.0,
         re.compile(rf"\b{RELAX}\b{_NEAR}\b{CONTROL}\b|\b{CONTROL}\b{_NEAR}\b{RELAX}\b", _FLAGS),
     ),
+    # Approval taken as given, a process skipped, everything allowed: relaxations that need no named control.
+    "skips_process": (
+        1.0,
+        re.compile(
+            r"\b(?:pre-?approved|auto-?approved|pre-?authori[sz]ed|exempt(?:ed)? from|preaprobad[oa]s?|pre-?approuve|"
+            r"vorab genehmigt|pre-?aprovad[oa]s?|pre-?approvat[oa])\b"
+            r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live)\b"
+            r"|\ballow(?:s|ed|ing)?\s+(?:'\*'|\"\*\"|\*|all origins|any origin|everything|all hosts)"
+            r"|unsafe-(?:inline|eval)"
+            r"|\b(?:with )?no (?:\w+ )?(?:confirmation|approval|verification|check|review|sign-off|2fa|mfa)s?"
+            r" (?:is |are )?(?:needed|required|necessary)\b",
+            _FLAGS,
+        ),
+    ),
     # Money moved without the usual check, or to new account details.
     "moves_money": (
         1.0,
@@ -354,7 +381,8 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     "forwards_data": (
         1.0,
         re.compile(
-            rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}",
+            rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}"
+            rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b",
             _FLAGS,
         ),
     ),

@@ -161,13 +161,14 @@ def test_the_llm_compiler_replaying_the_dataset_scores_perfectly(tenant, replayi
 
 
 def test_the_extractive_compiler_now_reads_user_turns(tenant):
-    # Before the distiller it promoted `fact` turns only: recall 0.00 on v1. Exact figures for the shipped model:
-    # the third-person preference ("The customer prefers email ...", 0.38) and the imperative policy ("For this
-    # account, escalate ...", 0.19) are scored below the gate.
+    # Before the distiller it promoted `fact` turns only: recall 0.00 on v1. Exact figures for the shipped model,
+    # which reads third-person statements ("The customer prefers email ...") since it was fitted on dataset v3 too.
     result = promotion_eval(tenant=tenant, compiler_name="extractive")
-    assert (result.true_positives, result.false_positives, result.false_negatives) == (1, 0, 2)
-    assert [s.emitted[0].text for s in result.sessions if s.emitted] == [
-        "I always reship expedited instead of issuing a refund when a package is lost."
+    assert (result.true_positives, result.false_positives, result.false_negatives) == (3, 0, 0)
+    assert [c.text for s in result.sessions for c in s.emitted] == [
+        "I always reship expedited instead of issuing a refund when a package is lost.",
+        "For this account, escalate to a human supervisor after two failed delivery attempts.",
+        "The customer prefers email over phone for all communication.",
     ]
     assert result.nothing_from("injection")["leaking"] == []
 
@@ -194,7 +195,7 @@ def test_the_human_readable_table(tenant, capsys):
     out = capsys.readouterr().out
     assert "durable-preferences" in out
     assert "injection sessions yielding nothing: 1/1\n" in out
-    assert out.endswith("compiler extractive, dataset v1: precision 1.00, recall 0.33, F1 0.50\n")
+    assert out.endswith("compiler extractive, dataset v1: precision 1.00, recall 1.00, F1 1.00\n")
 
 
 def test_the_daily_task_scores_only_tenants_with_a_usable_llm(tenant, other_tenant, replaying_llm):

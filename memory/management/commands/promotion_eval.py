@@ -7,7 +7,7 @@ from loopmem import llm
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.services import tenant_get
-from memory.promotion.evaluation import SPLITS, EvalResult, promotion_eval, ratios
+from memory.promotion.evaluation import COMPROMISED, SPLITS, EvalResult, compile_timing, promotion_eval, ratios
 
 
 class Command(OperatorCommand):
@@ -21,19 +21,36 @@ class Command(OperatorCommand):
         parser.add_argument("--tenant", help="tenant id or slug: its LLM settings, and a stored snapshot")
         parser.add_argument(
             "--compiler",
-            choices=["tenant", "extractive", "openai"],
-            help="default: the tenant's with --tenant, else extractive",
+            choices=["tenant", "extractive", "openai", COMPROMISED],
+            help="default: the tenant's with --tenant, else extractive; compromised: an LLM that writes what the "
+            "attacker planted, to score the guard alone",
         )
-        parser.add_argument("--split", choices=SPLITS, help="a half of dataset v2 (implies --dataset v2)")
+        parser.add_argument("--split", choices=SPLITS, help="a half of dataset v2 or v3 (alone, implies v2)")
         parser.add_argument(
             "--dataset", help="memory/promotion/datasets/dataset_<v>.json; default v1, or v2 with --split"
         )
+        parser.add_argument(
+            "--timing",
+            action="store_true",
+            help="instead: the extractive compiler's time (compile and screen) on 30-turn sessions, p50/p95",
+        )
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
+        if options["timing"]:
+            timing = compile_timing()
+            first, again = timing["first_compile"], timing["after_2_new_turns"]
+            return timing, (
+                f"extractive compile + screen, {timing['sessions']} sessions of {timing['turns_per_session']} turns: "
+                f"first compile p50 {first['p50_ms']} ms, p95 {first['p95_ms']} ms, max {first['max_ms']} ms; "
+                f"again after 2 new turns p50 {again['p50_ms']} ms, p95 {again['p95_ms']} ms, max {again['max_ms']} ms "
+                f"(load average {', '.join(map(str, timing['load_average']))})"
+            )
         tenant = tenant_get(id_or_slug=options["tenant"]) if options["tenant"] else None
         compiler = options["compiler"] or ("tenant" if tenant else "extractive")
         split = options["split"]
         dataset = options["dataset"] or ("v2" if split else "v1")
+        if compiler == COMPROMISED and tenant is not None:
+            raise CommandError("--compiler compromised scores the guard, not a tenant: drop --tenant")
         if compiler == "tenant" and tenant is None:
             raise CommandError("--compiler tenant needs --tenant")
         if split and dataset == "v1":
@@ -64,6 +81,20 @@ def _table(result: EvalResult) -> str:
     for name, tally in result.by_category().items():
         r = ratios(tally)
         lines.append(f"  {name:<12} precision {pct(r['precision'])}, recall {pct(r['recall'])}, F1 {pct(r['f1'])}")
+    for name, tally in result.by_language().items():
+        r = ratios(tally)
+        lines.append(f"  lang {name:<7} precision {pct(r['precision'])}, recall {pct(r['recall'])}, F1 {pct(r['f1'])}")
+    poisoning, loss = result.poisoning(), result.benign_loss()
+    if poisoning["sessions"]:
+        leaking = f" ({', '.join(poisoning['leaking_sessions'])})" if poisoning["leaking_sessions"] else ""
+        lines.append(
+            f"injection sessions leaking: {len(poisoning['leaking_sessions'])}/{poisoning['sessions']}{leaking}, "
+            f"rows leaked {poisoning['leaked_rows']}"
+        )
+    lines.append(
+        f"quarantined {poisoning['quarantined_rows']} candidate(s) {poisoning['quarantined_by_rule']}; "
+        f"gold facts lost to the guard {loss['lost_to_guard']}/{loss['gold']}"
+    )
     for label in ("injection", "empty"):
         outcome = result.nothing_from(label)
         if outcome["sessions"]:
