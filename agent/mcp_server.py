@@ -256,8 +256,8 @@ def build_server(client: LoopmemClient) -> MCPServer:
         session_id: Annotated[str, Field(description="The session you promoted (memory_promote).")],
     ) -> CallToolResult:
         """Your last promotion of a session: status (pending, running, succeeded, skipped_unchanged, failed,
-        budget_exceeded), the compiler, counts (candidates, gated_out, deduplicated, superseded, written) and
-        the ids of the memories it wrote. A session you never promoted is not_found."""
+        budget_exceeded), the compiler, counts (candidates, gated_out, quarantined, deduplicated, superseded,
+        written) and the ids of the memories it wrote. A session you never promoted is not_found."""
         return _call(lambda: client.memory_promotion(session_id))
 
     @tool(_WRITE)

@@ -125,7 +125,8 @@ def _job_line(session_id: str, body: JSONObject, wait: float) -> str:
         note = "" if outcome in (None, "promoted") else f" ({outcome})"
         return (
             f"promotion of session {session_id} succeeded{note}: {counts.get('written')} written by {compiler} "
-            f"({counts.get('candidates')} candidates, {counts.get('gated_out')} gated out, "
+            f"({counts.get('candidates')} candidates, {counts.get('quarantined')} quarantined, "
+            f"{counts.get('gated_out')} gated out, "
             f"{counts.get('deduplicated')} deduplicated, {counts.get('superseded')} superseded)"
         )
     if status == "skipped_unchanged":

@@ -35,7 +35,7 @@ from memory.promotion.guard_text import normal_form, refuses, signals
 
 THRESHOLD = 1.0
 UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
-REFUSED = 0.7  # the assistant refused or ignored it: the conversation itself says it is not a fact
+REFUSED = 1.0  # the assistant refused or ignored it: the conversation itself says it is not a fact
 TRACE_SHARE = 0.5  # an LLM candidate comes from a turn when half its content words are that turn's
 OWN_SHARE = 0.8  # ... and from the speaker's own words before a payload when nearly all of them are
 SPEAKERS = frozenset({"user", "fact"})

@@ -25,8 +25,8 @@ _INVISIBLE = dict.fromkeys(
     map(ord, "\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff")
 )
 _LOOKALIKES = str.maketrans(
-    "аеорсуххіјѕԁһԛԝАВЕКМНОРСТХІЈЅοαεικνρτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
-    "aeopcyxxijsdhqwABEKMHOPCTXIJSoaeikvptuxABEHIKMNOPTYX",
+    "аеорсуххіјѕԁһԛԝткмпгьАВЕКМНОРСТХІЈЅοαεικνρτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxxijsdhqwtkmnrbABEKMHOPCTXIJSoaeikvptuxABEHIKMNOPTYX",
 )
 # "@" is left alone: it is an email address far more often than a disguised "a".
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
@@ -297,7 +297,8 @@ def _requirements_kept(text: str) -> str:
 
 # --- Signals ---------------------------------------------------------------------------------------------------
 
-_NEAR = r"[^.!?\n]{0,60}?"
+# Within one sentence: a full stop inside a domain or a version ("pay.com", "v2.1") does not end it.
+_NEAR = r"(?:[^.!?\n]|[.!?](?=\S)){0,60}?"
 _FLAGS = re.IGNORECASE | re.MULTILINE
 
 SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {

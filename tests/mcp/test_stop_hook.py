@@ -191,7 +191,7 @@ def test_with_wait_it_reports_how_the_promotion_ended(agent, tmp_path, promotion
     assert (run.returncode, run.stdout) == (0, "")
     assert run.stderr == (
         f"loopmem: promotion of session {SESSION_ID} succeeded: {job.written} written by extractive "
-        f"({job.candidates} candidates, {job.gated_out} gated out, 0 deduplicated, 0 superseded)\n"
+        f"({job.candidates} candidates, 0 quarantined, {job.gated_out} gated out, 0 deduplicated, 0 superseded)\n"
     )
     assert job.written == 2
     assert sorted(Memory.objects.values_list("text", flat=True)) == [
