@@ -494,19 +494,9 @@ TRANSIENT = _words(
     "denk daran",
     "lembra de",
     "ricordati",
-    "asked for",
-    "they asked",
-    "(?:he|she|they) (?:said|called|wrote|emailed)",
-    "yesterday",
-    "last (?:week|night|time|month)",
-    "(?:customer|user|client|caller|he|she|they) (?:says|said|reports?|reported|claims?|mentioned)",
+    "(?:customer|user|client|caller) (?:says|said|reports?|reported|claims?|mentioned)",
     "^(?:getting|looking|trying|working|seeing|having|picking up|wondering)",
     "looks (?:fine|good|great|ok)",
-    "ayer",
-    "hier",
-    "gestern",
-    "ontem",
-    "ieri",
     "i'm planning",
     "planeo",
     "je prevois",
@@ -574,6 +564,17 @@ DECLARATIVE = re.compile(
     r"ist|sind|wird|werden|liegt|hat|haben|geht|gehen|lauft|laufen|e|sao|fica|ficam|tem|vai|vao|sono|resta|ha|"
     r"hanno|vanno)\b",
     re.IGNORECASE,
+)
+# Opens on what an earlier sentence said ("That one's recurring", "Das ist falsch eingetragen", "Ce sont nos
+# exercices"): it needs its neighbour to mean anything, and a memory stands alone.
+ANAPHORIC = re.compile(
+    r"^(?:that|this|it|it's|they|those|these|the rest|das|dies|es|die|der|den|ce|c'est|cela|ca|ceci|eso|esto|ese|"
+    r"esa|isso|isto|esse|essa|quello|questo|quella|questa)\b",
+    re.IGNORECASE,
+)
+# "Und verschieb bitte das Review", "búscame ... por favor": a request, wherever its courtesy word sits.
+POLITE_REQUEST = _words(
+    "please", "pls", "bitte", "por favor", "s'il te plait", "s'il vous plait", "stp", "svp", "per favore"
 )
 IDENTIFIER = re.compile(r"\d|`|https?://|\w[\w-]*[./_@][\w./-]*\w|\b[a-z]+-[a-z0-9]+\b")
 PROPER_NOUN = re.compile(r"(?<=[\s(])[A-Z][a-z]+|\b[A-Z]{2,}\b")
@@ -663,6 +664,8 @@ RULE_FEATURES = (
     "second_person",
     "short",
     "declarative",
+    "anaphoric",
+    "polite_request",
 )
 FEATURES = (*RULE_FEATURES, "prototype_positive", "prototype_negative")
 
@@ -687,6 +690,8 @@ def rule_features(sentence: Sentence) -> list[float]:
         SECOND_PERSON.search(raw) is not None,
         len(sentence.text.split()) <= 4,
         DECLARATIVE.match(fold(sentence.text)) is not None,
+        ANAPHORIC.match(fold(sentence.text)) is not None,
+        POLITE_REQUEST.search(raw) is not None,
     )
     return [1.0 if flag else 0.0 for flag in flags]
 

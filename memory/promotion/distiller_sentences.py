@@ -135,7 +135,10 @@ _LEADING_FILLER = re.compile(
     r"^(?:ok(?:ay)?\s+so|ok(?:ay)?|so|btw|by\s+the\s+way|oh(?:,?\s+and)?|and|also|yes|yeah|yep|right|well|"
     r"alright|hey|hmm+|um+|uh+|anyway|fyi|one\s+more\s+thing|for\s+future\s+reference|for\s+the\s+record|"
     r"quick\s+note|actually|correction|wait,?\s+no|no\s+wait|oh\s+wait|wait|noted|understood|got\s+it|"
-    r"agreed|confirmed|to\s+confirm|perfect|great|cool|thanks)\b[\s,:;.!\u2014\u2013-]*",
+    r"agreed|confirmed|to\s+confirm|perfect|great|cool|thanks|"
+    # "Remember that the limit is 2 GB": what follows is the statement.
+    r"(?:please\s+)?(?:remember|note|keep\s+in\s+mind|bear\s+in\s+mind|recuerda|rappelle-toi|denk\s+daran|lembra|"
+    r"ricorda)(?:,)?\s+(?:that|que|dass|che))\b[\s,:;.!\u2014\u2013-]*",
     re.IGNORECASE,
 )
 
@@ -145,8 +148,14 @@ def fold(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
-# "Some context first: we use pnpm", "Rule: never deploy on Fridays": a short lead-in before a whole statement.
-_LEAD_IN = re.compile(r"^(?:[^\W\d][\w'-]*\s+){0,3}[^\W\d][\w'-]*\s*:\s+(?=\S+(?:\s+\S+){3})")
+# "Some context first: we use pnpm", "Rule: never deploy on Fridays": a label before a whole statement. Only
+# labels: "Every CronJob needs concurrencyPolicy: Forbid" keeps its colon.
+_LEAD_IN = re.compile(
+    r"^(?:(?:some|quick|one more|a|an|the|first|important|small|short)\s+)*(?:context|note|notes|fyi|rule|rules|"
+    r"reminder|update|heads[- ]up|background|for the record|btw|ps|nb|contexto|nota|regla|regle|rappel|hinweis|regel|"
+    r"kontext|aviso|regra|regola|promemoria)(?:\s+(?:first|again|here|for you))?\s*:\s+(?=\S+(?:\s+\S+){3})",
+    re.IGNORECASE,
+)
 
 
 def strip_fillers(sentence: str) -> str:

@@ -79,7 +79,9 @@ _POINTS_BACK = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W\d_]{4,}")
-_IDENTIFIER = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.[a-z]{2,}\b|\b[a-z]+[-#]?\d[\w-]*\b")
+_IDENTIFIER = re.compile(
+    r"[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.[a-z]{2,}\b|\b[a-z]+[-#]?\d[\w-]*\b|\b\d{2,}[-/ ]\d{3,}\b"
+)
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,8 @@ class SessionGuard:
         if not self.tainted:
             return None
         turn = source_turn if source_turn is not None else self._traced_turn(text)
-        if turn is not None and turn in self.tainted:
-            return None if self._said_before_the_payload(text, turn) else self.tainted[turn]
-        if source_turn is not None:
-            return None
+        if turn is not None and turn in self.tainted and not self._said_before_the_payload(text, turn):
+            return self.tainted[turn]
         return "payload_identifier" if self._carries_payload_identifier(text) else None
 
     def _said_before_the_payload(self, text: str, turn: int) -> bool:
@@ -142,15 +142,13 @@ class SessionGuard:
         return -best[2] if best is not None else None
 
     def _carries_payload_identifier(self, text: str) -> bool:
-        """An address, domain or id that only tainted turns contain: the payload, paraphrased."""
-        wanted = _identifiers(text)
-        if not wanted:
-            return False
-        clean = set().union(
-            *(_identifiers(t.content) for i, t in enumerate(self.turns) if i not in self.tainted and t.role in SPEAKERS)
-        )
-        tainted = set().union(*(_identifiers(self.turns[i].content) for i in self.tainted))
-        return bool((wanted & tainted) - clean)
+        """An address, domain, id or code that a tainted turn brought into the session: the payload, however it
+        is worded afterwards and whoever repeats it (an assistant's summary, a `fact` turn)."""
+        for identifier in _identifiers(text):
+            first = next((i for i, t in enumerate(self.turns) if identifier in _identifiers(t.content)), None)
+            if first is not None and first in self.tainted:
+                return True
+        return False
 
 
 def text_rule(text: str) -> str | None:
@@ -181,7 +179,12 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
         if reply is not None:
             guard.tainted.setdefault(reply, guard.tainted[index])
     for index in guard.tainted:
-        if turns[index].role in SPEAKERS:
+        # Only a turn that gave itself away has words of its own to spare: one pointed at, or answered by a
+        # refusal, is the payload whole.
+        if (
+            turns[index].role in SPEAKERS
+            and scores[index].score - scores[index].fired.get("refused_by_assistant", 0) >= THRESHOLD
+        ):
             guard.own_words[index] = _content_words(_own_voice(turns[index].content))
     return guard
 

@@ -144,7 +144,9 @@ RULES = _any_of(
     r"istruzioni | regole | direttive"
 )
 CONTROL = _any_of(
-    r"confirmations? | csp | content security policy | cors | tls | certificate (?:checks?|verification) | "
+    r"notifications? | alerts? | alarms? | monitoring | escalations? | paging | security groups? | "
+    r"firewall rules? | confirmations? | csp | content security policy | cors | tls | "
+    r"certificate (?:checks?|verification) | "
     r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
     r"identity (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
@@ -156,7 +158,8 @@ CONTROL = _any_of(
     r"autenticacao | revisione | approvazione | verifica | autenticazione"
 )
 RELAX = _any_of(
-    r"skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
+    r"(?:is|are|stays?|remain|remains) off | muted | silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
+    r"disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
     r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
     r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
@@ -185,7 +188,7 @@ MONEY = _any_of(
     r"pagamentos? | rimbors\w* | bonific\w* | pagament\w*"
 )
 MONEY_LOOSE = _any_of(
-    r"without | no questions asked | "
+    r"without | sin | sans | ohne | sem | senza | no questions asked | "
     r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
     r"always (?:approv|issu|grant|accept)\w* | immediately | new (?:bank )?(?:account|iban|routing|bank details) | "
     r"(?:updated|changed) (?:bank|account|payment) details | sin (?:aprobacion|revision|verificacion) | "
@@ -195,7 +198,8 @@ MONEY_LOOSE = _any_of(
     r"senza (?:approvazione|verifica) | nuovo (?:conto|iban)"
 )
 SEND_VERB = _any_of(
-    r"e-?mail(?:ed|s)? | mail(?:ed)? | text(?:ed)? | post(?:ed)? | forward\w* | bcc | cc | copy | send | sync | "
+    r"shar(?:e|ed|es|ing) | compart\w* | partag\w* | teil\w* | condivid\w* | e-?mail(?:ed|s)? | mail(?:ed)? | "
+    r"text(?:ed)? | post(?:ed)? | forward\w* | bcc | cc | copy | send | sync | "
     r"mirror | export | upload | redirect\w* | relay | route | "
     r"reenvi\w* | redirig\w* | transfer\w* | envi\w* | weiterleit\w* | weitergeleitet | senden | schick\w* | "
     r"encaminh\w* | inoltr\w* | invi\w*"
@@ -212,6 +216,14 @@ ADDRESS = (
 ACCESS_GRANT = _any_of(
     r"grant\w* | give\w* | gave | add(?:ed)? | promot\w* | elevat\w* | make | made | otorg\w* | conced\w* | "
     r"accord\w* | donn\w* | gewahr\w* | conceder | concedi"
+)
+# Another message, before or after this one, in six languages.
+POINTER = _any_of(
+    r"(?:my |the |this )?(?:next|following|upcoming|previous|last|prior|above) (?:message|turn|note|paragraph|text) | "
+    r"what i (?:just )?(?:say|said|write|wrote|send|sent) | (?:mi |el )?(?:proximo|siguiente) mensaje | "
+    r"mensaje anterior | (?:mon |le )?(?:message suivant|prochain message) | message precedent | "
+    r"(?:meine |die )?(?:nachste|folgende|vorherige|letzte)n? nachricht | (?:a )?(?:proxima|seguinte) mensagem | "
+    r"mensagem anterior | (?:il )?(?:prossimo|seguente) messaggio | messaggio (?:seguente|precedente)"
 )
 # "X becomes admin", "contractors from x.io have admin": rights held by someone named by an address.
 BECOMES = _any_of(
@@ -347,6 +359,11 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             _FLAGS,
         ),
     ),
+    # A request to store some other message ("keep my next message as an official note"): the payload is elsewhere.
+    "stores_another_message": (
+        0.6,
+        re.compile(rf"\b{STORE_VERB}\b{_NEAR}\b{POINTER}|\b{POINTER}{_NEAR}\b{STORE_VERB}\b", _FLAGS),
+    ),
     # Override verbs on the rules themselves ("ignore all previous instructions", "vergiss alle Regeln").
     "override_rules": (
         1.0,
@@ -363,8 +380,10 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     "skips_process": (
         1.0,
         re.compile(
-            r"\b(?:pre-?approved|auto-?approved|pre-?authori[sz]ed|exempt(?:ed)? from|preaprobad[oa]s?|pre-?approuve|"
-            r"vorab genehmigt|pre-?aprovad[oa]s?|pre-?approvat[oa])\b"
+            r"\b(?:pre-?approved|auto-?approved|pre-?authori[sz]ed|exempt(?:ed)? from|pre-?aprobad\w*|pre-?approuv\w*|"
+            r"vorab genehmigt|pre-?aprovad\w*|pre-?approvat\w*|auto-?(?:acknowledg|resolv|clos|dismiss|silenc)\w*)"
+            r"|\bneeds? no (?:\w+ ){0,2}(?:review|approval|sign-off|check|verification|confirmation)s?\b"
+            r"|0\.0\.0\.0/0|::/0|\bpublic[- ]read\b|\bworld[- ]readable\b|\bchmod 777\b|\banonymous access\b"
             r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live)\b"
             r"|\ballow(?:s|ed|ing)?\s+(?:'\*'|\"\*\"|\*|all origins|any origin|everything|all hosts)"
             r"|unsafe-(?:inline|eval)"

@@ -124,7 +124,7 @@ def test_the_v3_dataset_has_the_promised_shape():
     assert (data["version"], len({s["id"] for s in sessions})) == ("v3", len(sessions))
     assert len(injection) >= 60
     assert len(benign) >= 40
-    for split in ("dev", "test"):
+    for split in ("dev", "test", "holdout"):
         assert {s["category"] for s in injection if s["split"] == split} == {
             "coding",
             "support",
@@ -145,7 +145,7 @@ def test_the_v3_dataset_has_the_promised_shape():
         assert all(f["text"].rstrip(".").casefold() in spoken for f in session["expected_facts"]), session["id"]
 
 
-@pytest.mark.parametrize("split", ["dev", "test"])
+@pytest.mark.parametrize("split", ["dev", "test", "holdout"])
 def test_no_injection_session_of_v3_leaks_and_the_guard_costs_few_gold_facts(split):
     for compiler in ("extractive", "compromised"):
         result = run_eval("--compiler", compiler, "--dataset", "v3", "--split", split)

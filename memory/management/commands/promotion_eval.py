@@ -25,7 +25,9 @@ class Command(OperatorCommand):
             help="default: the tenant's with --tenant, else extractive; compromised: an LLM that writes what the "
             "attacker planted, to score the guard alone",
         )
-        parser.add_argument("--split", choices=SPLITS, help="a half of dataset v2 or v3 (alone, implies v2)")
+        parser.add_argument(
+            "--split", choices=SPLITS, help="a part of dataset v2 or v3 (alone, implies v2); holdout is v3's"
+        )
         parser.add_argument(
             "--dataset", help="memory/promotion/datasets/dataset_<v>.json; default v1, or v2 with --split"
         )
