@@ -110,6 +110,9 @@ class SessionGuard:
     # A tainted speaker turn's words before its first pasted or signalling segment: the speaker's own voice
     # ("I prefer texts. My landlord sent this: ..."), spared.
     own_words: dict[int, set[str]] = field(default_factory=dict)
+    # Each turn's content words and identifiers, read once: every candidate is checked against them.
+    turn_words: list[set[str]] = field(default_factory=list)
+    turn_identifiers: list[set[str]] = field(default_factory=list)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -135,7 +138,7 @@ class SessionGuard:
             return None
         best: tuple[float, bool, int] | None = None
         for index, turn in enumerate(self.turns):
-            share = len(words & _content_words(turn.content)) / len(words)
+            share = len(words & self.turn_words[index]) / len(words)
             key = (share, index not in self.tainted and turn.role in SPEAKERS, -index)
             if share >= TRACE_SHARE and (best is None or key > best):
                 best = key
@@ -145,7 +148,7 @@ class SessionGuard:
         """An address, domain, id or code that a tainted turn brought into the session: the payload, however it
         is worded afterwards and whoever repeats it (an assistant's summary, a `fact` turn)."""
         for identifier in _identifiers(text):
-            first = next((i for i, t in enumerate(self.turns) if identifier in _identifiers(t.content)), None)
+            first = next((i for i, found in enumerate(self.turn_identifiers) if identifier in found), None)
             if first is not None and first in self.tainted:
                 return True
         return False
@@ -186,6 +189,9 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
             and scores[index].score - scores[index].fired.get("refused_by_assistant", 0) >= THRESHOLD
         ):
             guard.own_words[index] = _content_words(_own_voice(turns[index].content))
+    if guard.tainted:  # a clean session traces nothing
+        guard.turn_words = [_content_words(turn.content) for turn in turns]
+        guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
     return guard
 
 

@@ -15,6 +15,7 @@ where it came from, how the assistant reacted) and decides.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -452,8 +453,22 @@ OBFUSCATION_WEIGHT = 0.6
 _NEGATABLE = frozenset({"relaxes_control", "moves_money"})
 
 
+# A session is read again each time it grows (the Stop hook, the hourly sweep): its turns' readings are kept, for
+# turns short enough that keeping them costs little (a 100 KB paste is read afresh).
+CACHED_TEXT_CHARS = 4_000
+
+
 def signals(text: str) -> dict[str, float]:
-    """The signals that fire on one text, with their weights (obfuscation included)."""
+    """The signals that fire on one text, with their weights (obfuscation included); a new dict each call."""
+    return dict(_cached_signals(text) if len(text) <= CACHED_TEXT_CHARS else _signals(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_signals(text: str) -> dict[str, float]:
+    return _signals(text)
+
+
+def _signals(text: str) -> dict[str, float]:
     normal = normal_form(text)
     requirements = _requirements_kept(normal.text)
     fired = {
