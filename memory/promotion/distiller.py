@@ -129,7 +129,6 @@ SPECULATION = _words(
     # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
     "glaube ich",
     "denke ich",
-    "creo",
     "je crois",
     "penso",
     "acho",
@@ -142,7 +141,6 @@ SPECULATION = _words(
     "no estoy segur[oa]",
     "peut-etre",
     "je pense",
-    "je crois",
     "sans doute",
     "pas sur",
     "vielleicht",
@@ -443,28 +441,14 @@ FIRST_PERSON = _words(
     *("eu", "meu", "minha", "nosso", "nossa", "a gente", "io", "mio", "mia", "noi", "nostro", "nostra", "da noi"),
 )
 TRANSIENT = _words(
-    "right now",
-    "i need",
-    "i want to",
-    "today",
-    "tonight",
-    "tomorrow",
-    "this morning",
-    "this afternoon",
-    "one sec",
-    "let me",
-    "i'll",
-    "going to",
-    "for now",
+    *("right now", "i need", "i want to", "today", "tonight", "tomorrow", "this morning", "this afternoon"),
+    *("one sec", "let me", "i'll", "going to", "for now", "so far", "at the moment", "currently", "here's"),
+    *("here is", "again", "i keep \\w+ing", "remember to", "don't forget to", "looks (?:fine|good|great|ok)"),
     "next (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week)",
-    "so far",
-    "at the moment",
-    "currently",
-    "here's",
-    "here is",
+    "(?:i'm|i am|we're|we are) \\w+ing",  # what the speaker is doing now: "I'm setting up", "we're debugging"
+    "^(?:getting|looking|trying|working|seeing|having|picking up|wondering)",
+    "(?:customer|user|client|caller) (?:says|said|reports?|reported|claims?|mentioned)",
     # Spanish, French, German, Portuguese and Italian, written without accents (matched on folded text).
-    "again",
-    "(?:i'm|i am|we're|we are) \\w+ing",
     "(?:estoy|estamos) \\w+(?:ando|iendo)",
     "(?:je suis|on est|nous sommes) en train",
     "(?:ich bin|wir sind) gerade",
@@ -472,76 +456,22 @@ TRANSIENT = _words(
     "(?:estou|estamos) \\w+(?:ando|endo|indo)",
     "(?:sto|stiamo) \\w+(?:ando|endo)",
     "(?:je bosse|je travaille|ich arbeite|wir arbeiten|trabajo|trabalho|lavoro) (?:sur|an|en|em|su)",
-    "i'm (?:setting|working|trying|looking|going|writing|preparing|planning|doing|fixing|checking)",
-    "i keep",
-    "je vais",
-    "voy a",
-    "vou",
-    "ich werde",
-    "vado a",
-    "sto per",
-    "je previens",
-    "je t'envoie",
-    "ich schaue",
-    "schaue ich",
-    "ne parlo",
-    "te paso",
-    "vou te passar",
-    "remember to",
-    "don't forget to",
-    "recuerda",
-    "n'oublie pas",
-    "denk daran",
-    "lembra de",
-    "ricordati",
-    "(?:customer|user|client|caller) (?:says|said|reports?|reported|claims?|mentioned)",
-    "^(?:getting|looking|trying|working|seeing|having|picking up|wondering)",
-    "looks (?:fine|good|great|ok)",
-    "i'm planning",
-    "planeo",
-    "je prevois",
-    "ich plane",
-    "estou planejando",
-    "sto pianificando",
-    "ich brauche",
-    "necesito",
-    "j'ai besoin",
-    "preciso",
-    "ho bisogno",
-    "quisiera",
-    "je voudrais",
-    "ich mochte",
-    "gostaria",
-    "vorrei",
-    "hoy",
-    "manana",
-    "ahora mismo",
-    "esta noche",
-    "aujourd'hui",
-    "demain",
-    "ce soir",
-    "en ce moment",
-    "heute",
-    "morgen",
-    "gerade",
-    "heute abend",
-    "hoje",
-    "amanha",
-    "agora",
-    "oggi",
-    "domani",
-    "adesso",
-    "stasera",
+    *("je vais", "voy a", "vou", "ich werde", "vado a", "sto per", "je previens", "je t'envoie", "ich schaue"),
+    *("schaue ich", "ne parlo", "te paso", "vou te passar", "recuerda", "n'oublie pas", "denk daran", "lembra de"),
+    *("ricordati", "planeo", "je prevois", "ich plane", "estou planejando", "sto pianificando", "ich brauche"),
+    *("necesito", "j'ai besoin", "preciso", "ho bisogno", "quisiera", "je voudrais", "ich mochte", "gostaria"),
+    *("vorrei", "hoy", "manana", "ahora mismo", "esta noche", "aujourd'hui", "demain", "ce soir", "en ce moment"),
+    *("heute", "morgen", "gerade", "heute abend", "hoje", "amanha", "agora", "oggi", "domani", "adesso", "stasera"),
 )
 IMPERATIVE = re.compile(
     r"^(?:please\s+)?(?:check|run|try|open|close|tag|book|delete|refund|send|ship|rotate|restart|apply|deploy|"
     r"draft|write|reply|start|go|find|look|show|add|make|give|pull|fix|reject|move|do|put|help|plan|just|"
-    r"ping|keep\s+watching|create|cancel|update|fetch|plan|get|set|install|build|test|merge|push|commit|review|"
+    r"ping|keep\s+watching|create|cancel|update|fetch|get|set|install|build|test|merge|push|commit|review|"
     r"summari[sz]e|translate|explain|tell|list|compare|remind|schedule|order|buy|call|email|text|message|post|"
     r"share|upload|download|print|sign|pay|transfer|file|submit|prepare|organi[sz]e|arrange|read|watch|search|"
     r"sort|clean|remove|rename|change|replace|convert|generate|calculate|estimate|verify|confirm|approve|"
     r"escalate|assign|reopen|forward|attach|export|import|migrate|upgrade|downgrade|scale|monitor|investigate|"
-    r"debug|refactor|document|suggest|recommend|pick|choose|book|reserve|find|bring|grab|buy|tidy|double-check)\b"
+    r"debug|refactor|document|suggest|recommend|pick|choose|reserve|bring|grab|tidy|double-check)\b"
     r"|^(?:por\s+favor\s+|s'il\s+te\s+plait\s+|bitte\s+|per\s+favore\s+)?(?:envia|manda|busca|reserva|crea|revisa|"
     r"envoie|cherche|reserve|cree|ecris|verifie|schick|such|buch|erstelle|schreib|prufe|envie|procure|crie|"
     r"verifique|cerca|prenota|scrivi|controlla|abre|abra|apri|resume|resumi|riassumi|decline|accept|rappelle|"
@@ -784,16 +714,20 @@ def _embed(embedder: SentenceEmbedder, texts: Sequence[str]) -> Matrix:
     if not texts:
         return np.zeros((0, 384))
     cache = _sentence_cache(embedder)
-    missing = sorted({t for t in texts if t not in cache}, key=len)
+    vectors = {t: cache[t] for t in texts if t in cache}
+    missing = sorted({t for t in texts if t not in vectors}, key=len)
     # Shortest first, a few at a time: a batch is padded to its longest sentence, and one pasted paragraph would
     # make every short sentence beside it cost as much.
     for start in range(0, len(missing), EMBED_CHUNK):
         chunk = missing[start : start + EMBED_CHUNK]
         for text, vector in zip(chunk, embedder.embed(chunk), strict=True):
-            cache[text] = np.asarray(vector, dtype=np.float32)
-            if len(cache) > SENTENCE_CACHE_SIZE:
-                cache.pop(next(iter(cache)))  # the oldest: dicts keep insertion order
-    return np.vstack([cache[t] for t in texts]).astype(np.float64)
+            vectors[text] = np.asarray(vector, dtype=np.float32)
+    for text in texts:
+        cache.pop(text, None)  # seen again: the newest, the last to be dropped
+        cache[text] = vectors[text]
+    while len(cache) > SENTENCE_CACHE_SIZE:
+        cache.pop(next(iter(cache)))  # the oldest: dicts keep insertion order
+    return np.vstack([vectors[t] for t in texts]).astype(np.float64)
 
 
 @functools.lru_cache(maxsize=4)
@@ -877,7 +811,7 @@ def distill(
     # not embedded, and keep their rules-only confidence.
     plain = model.prefilter(rules)
     read = [i for i in range(len(sentences)) if plain[i] >= model.prefilter_cutoff]
-    facts: dict[int, float] = {i: float(plain[i]) for i in range(len(sentences)) if i not in read}
+    facts: dict[int, float] = {i: float(plain[i]) for i in range(len(sentences)) if plain[i] < model.prefilter_cutoff}
     if read:
         embedder = embedder or default_embedder()
         vectors = _embed(embedder, [sentences[i].text for i in read])
@@ -885,8 +819,8 @@ def distill(
         confidence = model.probability(
             np.column_stack([rules[read], prototype_features(vectors, positives, negatives)])
         )
-        chosen = [read[j] for j in _survivors([sentences[i] for i in read], vectors, confidence, model)]
-        facts.update({i: float(confidence[read.index(i)]) for i in chosen})
+        survivors = _survivors([sentences[i] for i in read], vectors, confidence, model)
+        facts.update({read[j]: float(confidence[j]) for j in survivors})
     return [
         DistilledFact(
             text=sentences[i].text,

@@ -40,7 +40,7 @@ from memory.promotion.evaluation import (
 L2_PENALTY = 1.0
 PREFILTER_RECALL = 0.98
 PREFILTER_MAX = 0.2
-FIT_DATASETS = ("v2", "v3")  # v3 adds injection look-alikes, plain facts and five more languages
+FIT_DATASETS = ("v2", "v3")  # v3 brings the look-alikes of injections, plain facts and five more languages
 
 
 def dev_sessions() -> list[LabelledSession]:

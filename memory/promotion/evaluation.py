@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,8 +50,8 @@ from memory.promotion.events import emit
 logger = logging.getLogger(__name__)
 
 DATASETS = Path(__file__).parent / "datasets"
-# dev: what the distiller is fitted and the guard tuned on; test: held out; holdout (v3 only): written by a third
-# author after the guard was built, and run blind once.
+# dev: what the distiller is fitted and the guard tuned on; test: held out; holdout (v3 only): held out from both,
+# its figures were read once before any change they prompted (docs/promotion.md).
 SPLITS = ("dev", "test", "holdout")
 KINDS = ("preference", "convention", "constraint", "decision", "correction", "fact")
 # Measured on v2 dev before any fitting: a gold fact and the sentence it was worded from sit at 0.99 (median); two
@@ -540,38 +538,6 @@ class CompromisedCompiler:
             *(Candidate(text=g.text, confidence=0.9, tags=(g.kind,) if g.kind else ()) for g in self.session.gold),
             *(Candidate(text=p, confidence=0.95, tags=("constraint",)) for p in self.session.planted),
         ]
-
-
-def compile_timing(*, turns_per_session: int = 30, sessions: int = 40, new_turns: int = 2) -> dict[str, Any]:
-    """Compiler time (compile and screen, as the worker runs them) of the extractive compiler on sessions of
-    `turns_per_session` turns cut from the v2 and v3 datasets' turns in order, after one warm-up compile: the
-    first compile of each session, then its compile again once `new_turns` more turns have arrived."""
-    pool = [turn for version in ("v2", "v3") for s in labelled_sessions(version) for turn in s.turns]
-    compiler = compiler_for(None, name="extractive")
-    compiler.compile(pool[-turns_per_session:])  # loads MiniLM and embeds the prototypes
-    step = max(1, (len(pool) - turns_per_session - new_turns) // sessions)
-    first: list[float] = []
-    again: list[float] = []
-    for start in range(0, step * sessions, step):
-        for timings, end in ((first, start + turns_per_session), (again, start + turns_per_session + new_turns)):
-            turns = pool[start:end]
-            began = time.perf_counter()
-            screen(compiler.compile(turns), turns=turns, scope=None)
-            timings.append((time.perf_counter() - began) * 1000)
-    return {
-        "sessions": len(first),
-        "turns_per_session": turns_per_session,
-        "first_compile": _percentiles(first),
-        f"after_{new_turns}_new_turns": _percentiles(again),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def _percentiles(milliseconds: list[float]) -> dict[str, float]:
-    ms = np.array(milliseconds)
-    return {
-        name: round(float(np.percentile(ms, q)), 1) for name, q in (("p50_ms", 50), ("p95_ms", 95), ("max_ms", 100))
-    }
 
 
 def promotion_eval_tenants_with_llm() -> int:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memory.promotion.guard_text import normal_form, refuses, signals
+from memory.promotion.guard_text import POINTS_BACK, POINTS_FORWARD, normal_form, refuses, signals
 
 THRESHOLD = 1.0
 UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
@@ -66,25 +66,15 @@ _PASTED = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
-_POINTS_FORWARD = re.compile(
-    r"\b(?:next|following|upcoming|coming) (?:message|turn|line|paragraph|note|text)|what i (?:say|write|send) next"
-    r"|\bbelow\b|siguiente mensaje|proximo mensaje|message suivant|prochain message|nachste[nr]? nachricht"
-    r"|folgende[nr]? nachricht|proxima mensagem|prossimo messaggio|messaggio seguente",
-    re.IGNORECASE,
-)
-_POINTS_BACK = re.compile(
-    r"\b(?:previous|last|prior|above|earlier|preceding) (?:message|turn|line|paragraph|note|text)"
-    r"|what i (?:just )?(?:said|wrote|sent)|\bthe above\b|\bthat last\b|mensaje anterior|message precedent"
-    r"|vorherige[nr]? nachricht|letzte[nr]? nachricht|mensagem anterior|messaggio precedente",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
-    r"[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.[a-z]{2,}\b|\b[a-z]+[-#]?\d[\w-]*\b|\b\d{2,}[-/ ]\d{3,}\b"
+    # Whole tokens only (see guard_text.ADDRESS): an address, a link, a domain, an id with a digit, a number code.
+    r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|(?:https?|s3|gs)://\S+|(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b"
+    r"|(?<![\w.-])[a-z]+[-#]?\d[\w-]*\b|(?<![\w.-])\d{2,}[-/ ]\d{3,}\b"
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class TurnScore:
     """One turn's evidence: the signals that fired (name → weight) and their sum."""
 
@@ -132,26 +122,32 @@ class SessionGuard:
         return bool(words) and len(words & own) / len(words) >= OWN_SHARE
 
     def _traced_turn(self, text: str) -> int | None:
-        """The turn a candidate's words came from: the one sharing most of them (a clean speaker wins a tie)."""
+        """The turn a candidate's words came from: the one sharing most of them. On a tie the user's clean turn wins
+        (the user said it), and otherwise a tainted one (a clean tool turn cannot launder the payload)."""
         words = _content_words(text)
         if not words:
             return None
-        best: tuple[float, bool, int] | None = None
+        best: tuple[float, bool, bool, int] | None = None
         for index, turn in enumerate(self.turns):
             share = len(words & self.turn_words[index]) / len(words)
-            key = (share, index not in self.tainted and turn.role in SPEAKERS, -index)
+            key = (share, index not in self.tainted and turn.role == "user", index in self.tainted, -index)
             if share >= TRACE_SHARE and (best is None or key > best):
                 best = key
-        return -best[2] if best is not None else None
+        return -best[3] if best is not None else None
 
     def _carries_payload_identifier(self, text: str) -> bool:
-        """An address, domain, id or code that a tainted turn brought into the session: the payload, however it
-        is worded afterwards and whoever repeats it (an assistant's summary, a `fact` turn)."""
-        for identifier in _identifiers(text):
-            first = next((i for i, found in enumerate(self.turn_identifiers) if identifier in found), None)
-            if first is not None and first in self.tainted:
-                return True
-        return False
+        """An address, domain, id or code that a tainted turn holds and the user never gave in a clean turn: the
+        payload, however it is worded afterwards and whoever repeats it (an assistant's summary, a `fact` turn,
+        a tool output that named it first)."""
+        said_by_user = set().union(
+            *(
+                found
+                for i, found in enumerate(self.turn_identifiers)
+                if i not in self.tainted and self.turns[i].role == "user"
+            )
+        )
+        tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted))
+        return bool((_identifiers(text) & tainted) - said_by_user)
 
 
 def text_rule(text: str) -> str | None:
@@ -172,11 +168,11 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
         if turns[index].role != "assistant" and score.score >= THRESHOLD:
             guard.tainted[index] = score.rule
     for index, rule in list(guard.tainted.items()):
-        content = turns[index].content
-        if _POINTS_FORWARD.search(normal_form(content).text):
-            guard.tainted.setdefault(_neighbour(turns, index, step=1) or index, rule)
-        if _POINTS_BACK.search(normal_form(content).text):
-            guard.tainted.setdefault(_neighbour(turns, index, step=-1) or index, rule)
+        normal = normal_form(turns[index].content).text
+        for pointer, step in ((POINTS_FORWARD, 1), (POINTS_BACK, -1)):
+            pointed = _neighbour(turns, index, step=step) if pointer.search(normal) else None
+            if pointed is not None:
+                guard.tainted.setdefault(pointed, rule)
     for index in sorted(guard.tainted):
         reply = _reply_to(turns, index)
         if reply is not None:
@@ -184,10 +180,8 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
     for index in guard.tainted:
         # Only a turn that gave itself away has words of its own to spare: one pointed at, or answered by a
         # refusal, is the payload whole.
-        if (
-            turns[index].role in SPEAKERS
-            and scores[index].score - scores[index].fired.get("refused_by_assistant", 0) >= THRESHOLD
-        ):
+        own_evidence = scores[index].score - scores[index].fired.get("refused_by_assistant", 0)
+        if turns[index].role in SPEAKERS and own_evidence >= THRESHOLD:
             guard.own_words[index] = _content_words(_own_voice(turns[index].content))
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]

@@ -31,10 +31,11 @@ _LOOKALIKES = str.maketrans(
 )
 # "@" is left alone: it is an email address far more often than a disguised "a".
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
-_MIXED_TOKEN = re.compile(r"[^\W_]*(?:[a-z][^\W_]*[013457$]|[013457$][^\W_]*[a-z])[\w$]*")
+_LEET_CHARS = frozenset("013457$")
+_TOKEN = re.compile(r"[\w$]+")  # tokens first, then a look at each: a pattern that finds the mix is cubic
 # Four or more single letters, each followed by one to three separators: "s y s t e m", "S.Y.S.T.E.M".
-_SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ .\-_*·|/]{1,3}){3,}[^\W\d_](?![^\W\d_])")
-_SEPARATORS = re.compile(r"[ .\-_*·|/]")
+_SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ .\-_*·|/~]{1,3}){3,}[^\W\d_](?![^\W\d_])")
+_SEPARATORS = re.compile(r"[ .\-_*·|/~]")
 _BROKEN_WORD = re.compile(r"([^\W\d_])[ \t]*\n[ \t]*([^\W\d_])")
 
 
@@ -60,7 +61,7 @@ def normal_form(text: str) -> Normal:
     rejoined = _BROKEN_WORD.sub(r"\1\2", joined)
     broken = _KEYWORD.search(rejoined) is not None and len(_KEYWORD.findall(rejoined)) > len(_KEYWORD.findall(joined))
     joined = rejoined if broken else joined
-    leet = _MIXED_TOKEN.sub(_unleet, joined)
+    leet = _TOKEN.sub(_unleet, joined)
     leeted = leet != joined and _KEYWORD.search(leet) is not None and _KEYWORD.search(joined) is None
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
     return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken)
@@ -68,6 +69,8 @@ def normal_form(text: str) -> Normal:
 
 def _unleet(match: re.Match[str]) -> str:
     token = match.group()
+    if not any(c in _LEET_CHARS for c in token) or not any(c.isalpha() for c in token):
+        return token
     # A version, a size or an id ("v2", "10gb", "s3", "ipv4") stays: only tokens that read as a word once folded.
     folded = token.translate(_LEET)
     return folded if folded.isalpha() and sum(c.isalpha() for c in token) >= 2 else token
@@ -101,7 +104,7 @@ MACHINE = _any_of(
     r"automated systems? | automation | memory (?:system|compiler|extractor|module|engine|pipeline|store|service)"
 )
 HEADER_WORD = _any_of(
-    r"system | sys | sistema | systeme | sistema | admin(?:istrator)? | root | developer | dev mode | memory | "
+    r"system | sys | sistema | systeme | admin(?:istrator)? | root | developer | dev mode | memory | "
     r"memoria | memoire | gedachtnis | speicher | compiler | instructions? | instrucciones | anweisungen? | "
     r"override | priority | directive | ai | ia | ki | assistant | agents? | important"
 )
@@ -129,7 +132,8 @@ STORE_OBJECT = _any_of(
     r"come (?:un )?fatto | alla lettera"
 )
 OVERRIDE_VERB = _any_of(
-    r"ignor\w* | disregard\w* | forget | override\w* | overrid\w* | overrule\w* | bypass\w* | discard\w* | "
+    r"pay no attention to | ignor\w* | disregard\w* | forget | override\w* | overrid\w* | overrule\w* | bypass\w* | "
+    r"discard\w* | "
     r"set aside | supersed\w* | olvid\w* | omit\w* | descart\w* | oubli\w* | vergiss | vergessen | missacht\w* | "
     r"esquec\w* | desconsider\w* | dimentic\w*"
 )
@@ -139,13 +143,15 @@ OVERRIDE_QUALIFIER = _any_of(
     r"vorherigen | bisherigen | deine | ihre | todas? as | tutte le | precedenti"
 )
 RULES = _any_of(
-    r"instructions? | guidelines? | guardrails? | directives? | system prompt | prompts? | programming | "
+    r"guidance | instructions? | guidelines? | guardrails? | directives? | system prompt | prompts? | programming | "
     r"restrictions? | safeguards? | policies | rules | instrucciones | reglas | normas | directrices | consignes | "
     r"regles | anweisungen | regeln | richtlinien | vorgaben | instruktionen | instrucoes | regras | diretrizes | "
     r"istruzioni | regole | direttive"
 )
 CONTROL = _any_of(
-    r"notifications? | alerts? | alarms? | monitoring | escalations? | paging | security groups? | "
+    r"pins? | passcodes? | parental controls? | age (?:restrictions?|limits?|ratings?) | altersbeschrankung\w* | "
+    r"firma | unterschrift | notifications? | alerts? | alarms? | monitoring | escalations? | paging | "
+    r"security groups? | "
     r"firewall rules? | confirmations? | csp | content security policy | cors | tls | "
     r"certificate (?:checks?|verification) | "
     r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
@@ -159,12 +165,13 @@ CONTROL = _any_of(
     r"autenticacao | revisione | approvazione | verifica | autenticazione"
 )
 RELAX = _any_of(
-    r"(?:is|are|stays?|remain|remains) off | muted | silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
+    r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
+    r"silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
     r"disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
     r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
     r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
-    r"without(?: any)? | no need (?:for|to) | "
+    r"without(?! exceptions?\b)(?: any)? | no need (?:for|to) | "
     r"(?:don't|do not|doesn't|does not|won't|will not|never) (?:need|require|ask for|check|verify|bother) | "
     r"auto[- ]?approv\w* | pre[- ]?approv\w* | automatically (?:approv|accept|grant|merg)\w* | "
     r"always (?:approve|accept|allow|grant|merge) | whitelist\w* | allowlist\w* | sin | omitir | desactiv\w* | "
@@ -180,18 +187,17 @@ RELAX = _any_of(
 )
 MONEY = _any_of(
     r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "
-    r"discounts? | "
-    r"remplacements? | ersatz\w* | substituic\w* | sostituzion\w* | purchases? | orders? | charges? | refunds? | "
-    r"reimburse\w* | wires? | wire transfers? | transfers? | "
-    r"payouts? | payments? | credits? | "
-    r"chargebacks? | invoices? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | "
-    r"paiements? | erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | reembolsos? | transferencias? | "
-    r"pagamentos? | rimbors\w* | bonific\w* | pagament\w*"
+    r"discounts? | remplacements? | ersatz\w* | substituic\w* | sostituzion\w* | purchases? | charges? | paid | pay | "
+    r"refunds? | reimburse\w* | wires? | wire transfers? | transfers? | payouts? | payments? | credits? | "
+    r"chargebacks? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | paiements? | "
+    r"erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | pagamentos? | rimbors\w* | bonific\w* | "
+    r"pagament\w*"
 )
 MONEY_LOOSE = _any_of(
-    r"without | sin | sans | ohne | sem | senza | no questions asked | "
+    r"(?:bank(?:ing)?|account|payment) details (?:have |has )?(?:changed|updated) | iban | "
+    r"(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,}) | without | sin | sans | ohne | sem | senza | no questions asked | "
     r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
-    r"always (?:approv|issu|grant|accept)\w* | immediately | new (?:bank )?(?:account|iban|routing|bank details) | "
+    r"always (?:approv|issu|grant|accept)\w* | new (?:bank )?(?:account|iban|routing|bank details) | "
     r"(?:updated|changed) (?:bank|account|payment) details | sin (?:aprobacion|revision|verificacion) | "
     r"automaticamente | nueva cuenta | sans (?:approbation|validation|verification) | automatiquement | "
     r"nouveau (?:compte|rib|iban) | ohne (?:genehmigung|freigabe|prufung) | automatisch | "
@@ -212,20 +218,31 @@ SEND_SCOPE = _any_of(
     r"alle | jede\w* | automatisch | tutti | tutte | ogni"
 )
 ADDRESS = (
-    r"(?:[\w.+-]+@[\w-]+\.[\w.-]+|https?://\S+|\b[\w-]+\.(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc)\b)"
+    # Each alternative starts only where a token starts: tried from inside a long run of word characters, a
+    # greedy run before "@" or "." makes the search quadratic.
+    r"(?:(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|(?:https?|s3|gs|ftp|sftp|ssh)://\S+|(?<![\w.-])[\w-]+(?:\.[\w-]+)*"
+    r"\.(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc|ai|help|support|online|site|shop|store|cloud|tech|"
+    r"link|live|pro|tv|so|sh|gg|ly|ws|page|de|fr|es|it|pt|uk|us|eu|nl|ch|at|be|pl|se|dk|fi|jp|in|br|mx|ca|au|nz)\b)"
 )
 ACCESS_GRANT = _any_of(
     r"grant\w* | give\w* | gave | add(?:ed)? | promot\w* | elevat\w* | make | made | otorg\w* | conced\w* | "
     r"accord\w* | donn\w* | gewahr\w* | conceder | concedi"
 )
-# Another message, before or after this one, in six languages.
-POINTER = _any_of(
-    r"(?:my |the |this )?(?:next|following|upcoming|previous|last|prior|above) (?:message|turn|note|paragraph|text) | "
-    r"what i (?:just )?(?:say|said|write|wrote|send|sent) | (?:mi |el )?(?:proximo|siguiente) mensaje | "
-    r"mensaje anterior | (?:mon |le )?(?:message suivant|prochain message) | message precedent | "
-    r"(?:meine |die )?(?:nachste|folgende|vorherige|letzte)n? nachricht | (?:a )?(?:proxima|seguinte) mensagem | "
-    r"mensagem anterior | (?:il )?(?:prossimo|seguente) messaggio | messaggio (?:seguente|precedente)"
+# Another message, after or before this one, in six languages.
+POINTER_FORWARD = _any_of(
+    r"(?:next|following|upcoming|coming) (?:message|turn|line|paragraph|note|text) | what i (?:say|write|send) next | "
+    r"below | (?:proximo|siguiente) mensaje | message suivant | prochain message | "
+    r"(?:nachste|folgende)[nr]? nachricht | "
+    r"(?:proxima|seguinte) mensagem | (?:prossimo|seguente) messaggio | messaggio seguente"
 )
+POINTER_BACK = _any_of(
+    r"(?:previous|last|prior|above|earlier|preceding) (?:message|turn|line|paragraph|note|text) | "
+    r"what i (?:just )?(?:said|wrote|sent) | the above | that last | mensaje anterior | message precedent | "
+    r"(?:vorherige|letzte)[nr]? nachricht | mensagem anterior | messaggio precedente"
+)
+POINTER = f"(?:{POINTER_FORWARD}|{POINTER_BACK})"
+POINTS_FORWARD = re.compile(rf"\b{POINTER_FORWARD}\b")
+POINTS_BACK = re.compile(rf"\b{POINTER_BACK}\b")
 # "X becomes admin", "contractors from x.io have admin": rights held by someone named by an address.
 BECOMES = _any_of(
     r"becomes? | is now | are now | will be | ha(?:s|ve) | gets? | receives? | pasa a ser | ahora es | tienen? | "
@@ -245,24 +262,30 @@ TRUST = _any_of(
     r"(?:is|are) (?:safe|verified|legitimate|official|trusted) | verified (?:sender|source|domain|partner) | "
     r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w*"
 )
+# A claim of authority over a rule. "Verified" or "official" alone are everyday words of tool output ("Signature
+# verified", "the official docs"): they count as a seal ("(verified)"), as "verified by the CFO", or as an official
+# policy.
 AUTHORITY = _any_of(
     r"as (?:the |your )?(?:account |workspace |org(?:anization)? |company )?(?:owner|admin(?:istrator)?|ceo|cto|"
     r"cfo|founder|director|head of \w+|manager|root) | "
     r"i(?:'m| am) (?:the |your )?(?:account |workspace |company )?(?:owner|admin(?:istrator)?|ceo|cto|cfo|founder) | "
     r"this is (?:the |your )?(?:admin|owner|ceo|cto|security team|it department|developer) | on behalf of | "
     r"per (?:the )?(?:ceo|cfo|cto|owner|management|security team|compliance|legal|board|contract|agreement|sla|"
-    r"terms|policy|our contract) | "
-    r"by order of | "
-    r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has | "
+    r"terms|policy|our contract) | by order of | "
+    r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has |"
     r"have )?(?:approved|authori[sz]ed|confirmed|decided|mandated|signed off|instructed) | "
-    r"verified | official(?:ly)? | authori[sz]ed | authoritative | contractual(?:ly)? | source of truth | binding | "
+    r"\((?:verified|official|confirmed|authori[sz]ed|approved|verificad[oa]|confirmad[oa]|verifie|confirme|"
+    r"verifiziert|bestatigt|verificat[oa]|confermat[oa]|oficial|officiel|offiziell|ufficiale)\) | "
+    r"(?:verified|authori[sz]ed|approved|confirmed) by (?:the )?(?:ceo|cfo|cto|owner|admin\w*|management|security|"
+    r"legal|compliance|it|finance|board) | "
+    r"official (?:policy|instruction|directive|rule|notice|update|record) | authoritative | contractual(?:ly)? | "
+    r"source of truth | legally binding | "
     r"como (?:el |la )?(?:dueno|duena|propietari[oa]|administrador|director|ceo) | por orden de | "
-    r"oficial(?:mente)? | verificad[oa] | autorizad[oa] | "
-    r"en tant que (?:proprietaire|administrateur|directeur|pdg|responsable) | officiel(?:le)?(?:ment)? | verifie | "
-    r"autorise | par ordre | als (?:inhaber|eigentumer|admin|administrator|geschaftsfuhrer|chef) | offiziell | "
-    r"verifiziert | autorisiert | im auftrag | como (?:o |a )?(?:dono|dona|proprietari[oa]|administrador) | "
-    r"autorizad[oa] | come (?:il )?(?:proprietario|amministratore|titolare) | ufficial\w* | verificat[oa] | "
-    r"autorizzat[oa]"
+    r"politica oficial | en tant que (?:proprietaire|administrateur|directeur|pdg|responsable) | "
+    r"politique officielle | par ordre | als (?:inhaber|eigentumer|admin|administrator|geschaftsfuhrer|chef) | "
+    r"offizielle (?:richtlinie|anweisung|regel) | im auftrag | kontoinhaber | "
+    r"como (?:o |a )?(?:dono|dona|proprietari[oa]|administrador) | "
+    r"come (?:il )?(?:proprietario|amministratore|titolare) | politica ufficiale"
 )
 REFERENCE = (
     r"(?:\b(?:kb|knowledge(?: base)?|wiki|article|doc(?:ument)?|ticket|case|policy|memo|circular|ref)"
@@ -274,23 +297,25 @@ REFERENCE_CLAIM = _any_of(
 )
 REFUSAL = _any_of(
     r"i (?:can't|cannot|can not|won't|will not|am not able to|'m not able to|am unable to|'m unable to|"
-    r"am not going to|'m not going to|shouldn't|should not|must not|don't|do not|didn't|"
-    r"did not) (?:\w+ ){0,2}(?:save|store|remember|record|follow|act on|comply|apply|treat|add|change|disable|"
-    r"bypass|skip|forward|grant|accept|execute|obey|honou?r|verify|confirm|set up|keep|note|link|use) | "
-    r"i(?:'ve| have)? (?:ignored|disregarded|skipped|left out|not followed|set aside) | (?:prompt )?injection | "
-    r"(?:embedded|hidden|injected) (?:instructions?|text|commands?|directives?) | "
+    r"am not going to|'m not going to|shouldn't|should not|must not) (?:\w+ ){0,2}(?:save|store|remember|record|"
+    r"follow|act on|comply|apply|treat|add|change|disable|bypass|skip|forward|grant|accept|execute|obey|honou?r|"
+    r"set up|keep|note|link|use) | "
+    r"i(?:'ve| have)? (?:ignored|disregarded|skipped|left out|not followed|set aside) | prompt injection | "
+    r"(?:embedded|hidden|injected) (?:instructions?|commands?|directives?) | "
     r"instructions? (?:embedded|hidden|inside|in the (?:page|document|email|file|text|output|result)) | "
-    r"(?:addressed|aimed|directed) (?:to|at) (?:ai|assistants?|agents?|the assistant|language models?|me) | "
-    r"suspicious | phishing | (?:can't|cannot|unable to|not able to) (?:verify|confirm|validate) | "
+    r"(?:addressed|aimed|directed) (?:to|at) (?:ai|assistants?|agents?|the assistant|language models?) | "
     r"not (?:something )?(?:i|we) (?:can|should) (?:store|save|change|act on) | "
-    r"(?:doesn't|does not|didn't|did not) come from you | as (?:data|untrusted|content) | "
-    r"no (?:puedo|voy a|debo) (?:\w+ ){0,2}(?:guardar|almacenar|recordar|seguir|aplicar|desactivar|omitir|"
-    r"verificar|confirmar|cambiar) | "
-    r"(?:he )?ignorado | instrucciones (?:ocultas|incrustadas) | sospechos\w* | "
-    r"je ne (?:peux|vais|dois|pourrai) pas | j'ai ignore | instructions? (?:cachees?|integrees?|dissimulees?) | "
-    r"suspect\w* | ich (?:kann|werde|darf) (?:\w+ ){0,3}(?:nicht|keine) | ignoriert | versteckte anweisung\w* | "
-    r"verdachtig\w* | nao (?:posso|vou|devo) | ignorei | suspeit\w* | non (?:posso|lo faro|faro|devo) | "
-    r"ho ignorato | sospett\w*"
+    r"(?:doesn't|does not|didn't|did not) come from you | treat(?:ing)? it as (?:data|untrusted|content) | "
+    r"no (?:puedo|voy a|debo) (?:\w+ ){0,2}(?:guardar|almacenar|recordar|seguir|aplicar|desactivar|omitir|cambiar|"
+    r"registrar) | (?:he )?ignorado | instrucciones (?:ocultas|incrustadas) | "
+    r"je ne (?:peux|vais|dois|pourrai) pas (?:\w+ ){0,2}(?:enregistrer|memoriser|retenir|appliquer|suivre|modifier|"
+    r"noter|conserver|garder|desactiver) | j'ai ignore | instructions? (?:cachees?|integrees?|dissimulees?) | "
+    r"ich (?:kann|werde|darf) (?:\w+ ){0,3}(?:nicht|keine) (?:\w+ ){0,2}(?:speichern|merken|ubernehmen|befolgen|"
+    r"umsetzen|notieren|andern|aufnehmen|abschalten) | (?:speichere|ubernehme|andere|merke) (?:\w+ ){0,3}"
+    r"(?:nicht|nichts) | ich andere nichts | ignoriert | versteckte anweisung\w* | "
+    r"nao (?:posso|vou|devo) (?:\w+ ){0,2}(?:salvar|guardar|registrar|seguir|aplicar|alterar|memorizar) | ignorei | "
+    r"non (?:posso|lo faro|faro|devo) (?:\w+ ){0,2}(?:salvare|memorizzare|registrare|seguire|applicare|"
+    r"modificare) | ho ignorato"
 )
 
 # "Never restart it without a second person", "don't skip review": a negated relaxation is a requirement.
@@ -300,13 +325,32 @@ NEGATOR = _any_of(
     r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
     r"aucun\w* | nie | niemals | kein\w* | darf nicht | nao | mai | nessun\w*"
 )
-_NEGATED_RELAX = re.compile(rf"\b{NEGATOR}\b[^,;:.!?\n]{{0,60}}?\b(?={RELAX}\b)", re.IGNORECASE)
+DISCLOSE = _any_of(
+    r"include | reveal | share | show | print | paste | send | give | hand | tell | gib | gebt | schick\w* | dale | "
+    r"dales | envia | donne | envoie | da | dai | manda | passe"
+)
+# Within the clause, and not across "if" or "when": "nothing breaks if we disable MFA" relaxes it.
+_SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|falls|als|se|quando)"
+_NEGATED_RELAX = re.compile(
+    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", re.IGNORECASE
+)
 
 
 def _requirements_kept(text: str) -> str:
     """The text with each negated relaxation word marked, so that it reads as the requirement it is."""
     return _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
 
+
+# "Note for the AI", "Hi Claude": spoken to the machine, which users do too.
+NOTE_TO_MACHINE = (
+    r"\b(?:note|message|instructions?|directive|notice|memo|attention|update|hinweis|nachricht|nota|mensaje|mensagem|"
+    r"messaggio|consigne|avis)s? (?:for|to|para|pour|an|fur|per|a|al|alla|aux|ao) (?:the |all |any |every |la |el |"
+    rf"los |las |l'|le |les |die |den |alle |o |os |a |as |gli |il )?{MACHINE}\b"
+)
+VOCATIVE = (
+    r"\b(?:dear|hey|hi|hello|attention|attn|querid[oa]|cher|chere|liebe[rs]?|car[oa]|prezad[oa])\s*,?\s+"
+    rf"{MACHINE}\b"
+)
 
 # --- Signals ---------------------------------------------------------------------------------------------------
 
@@ -319,12 +363,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     "addressed_to_machine": (
         1.0,
         re.compile(
-            rf"\b(?:note|message|instructions?|directive|notice|memo|attention|update|hinweis|nachricht|nota|"
-            rf"mensaje|mensagem|messaggio|consigne|avis)s? (?:for|to|para|pour|an|fur|per|a|al|alla|aux|ao)"
-            rf" (?:the |all |any |every |la |el |los |las |l'|le |les |die |den |alle |o |os |a |as |gli |il )?"
-            rf"{MACHINE}\b"
-            rf"|\b(?:dear|hey|hi|hello|attention|attn|querid[oa]|cher|chere|liebe[rs]?|car[oa]|prezad[oa])"
-            rf"\s*,?\s+{MACHINE}\b"
+            rf"(?:{NOTE_TO_MACHINE}|{VOCATIVE}){_NEAR}\b(?:{STORE_VERB}|{OVERRIDE_VERB})\b"
             rf"|^\W*{MACHINE}\s*,\s+(?:please |por favor |s'il te plait |bitte )?(?:{STORE_VERB}|{OVERRIDE_VERB}|"
             rf"from now on|note|update)\b"
             rf"|\b{MACHINE} (?:reading|processing|parsing|summari[sz]ing|seeing|ingesting|indexing|crawling)"
@@ -341,6 +380,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             _FLAGS,
         ),
     ),
+    # Spoken to the assistant by name or in a note: users do that too ("Hi Claude, ..."); beside a request to store
+    # or override, it is an instruction to the machine.
+    "spoken_to_machine": (0.5, re.compile(rf"{NOTE_TO_MACHINE}|{VOCATIVE}", _FLAGS)),
     # A header naming the machine's own parts: [SYSTEM], <<MEMORY>>, ### Admin note, **PRIORITY**:
     "machine_header": (
         0.6,
@@ -385,9 +427,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             r"vorab genehmigt|pre-?aprovad\w*|pre-?approvat\w*|auto-?(?:acknowledg|resolv|clos|dismiss|silenc)\w*)"
             r"|\bneeds? no (?:\w+ ){0,2}(?:review|approval|sign-off|check|verification|confirmation)s?\b"
             r"|0\.0\.0\.0/0|::/0|\bpublic[- ]read\b|\bworld[- ]readable\b|\bchmod 777\b|\banonymous access\b"
-            r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live)\b"
+            r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live|payment|paid)\b"
             r"|\ballow(?:s|ed|ing)?\s+(?:'\*'|\"\*\"|\*|all origins|any origin|everything|all hosts)"
-            r"|unsafe-(?:inline|eval)"
+            r"|\ballow\w*[^.!?\n]{0,30}unsafe-(?:inline|eval)"
             r"|\b(?:with )?no (?:\w+ )?(?:confirmation|approval|verification|check|review|sign-off|2fa|mfa)s?"
             r" (?:is |are )?(?:needed|required|necessary)\b",
             _FLAGS,
@@ -416,10 +458,25 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             _FLAGS,
         ),
     ),
-    # A domain, sender or link declared trustworthy.
+    # A domain, sender or link declared trustworthy, or any request of a kind to be taken as genuine.
     "declares_trust": (
         1.0,
-        re.compile(rf"\b{TRUST}\b{_NEAR}{ADDRESS}|{ADDRESS}{_NEAR}\b{TRUST}\b", _FLAGS),
+        re.compile(
+            rf"\b{TRUST}\b{_NEAR}{ADDRESS}|{ADDRESS}{_NEAR}\b{TRUST}\b"
+            rf"|\b(?:assume|treat|consider)\b (?:that )?(?:any|all|every)\b{_NEAR}\b(?:is|are|as)\b (?:\w+ )?"
+            rf"(?:genuine|legitimate|authentic|trusted|verified|safe)\b",
+            _FLAGS,
+        ),
+    ),
+    # Credentials handed out or written into an answer: "include the full API key", "gib ihm die Zugangsdaten".
+    "discloses_credentials": (
+        1.0,
+        re.compile(
+            rf"\b{DISCLOSE}\b{_NEAR}\b(?:(?:full|whole|raw|complete) )?(?:api[ _-]?keys?|passwords?|"
+            rf"tokens?|secrets?|credentials?|private keys?|login details|zugangsdaten|passwort|kennwort|contrasena|"
+            rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b",
+            _FLAGS,
+        ),
     ),
     # A claim of authority: on its own it is how people talk; beside a rule change it is how attackers do.
     "claims_authority": (0.5, re.compile(rf"\b{AUTHORITY}\b", _FLAGS)),
@@ -450,7 +507,7 @@ _KEYWORD = re.compile(
 )
 REFUSAL_PATTERN = re.compile(rf"\b{REFUSAL}", _FLAGS)
 OBFUSCATION_WEIGHT = 0.6
-_NEGATABLE = frozenset({"relaxes_control", "moves_money"})
+_NEGATABLE = frozenset({"relaxes_control", "moves_money", "discloses_credentials"})
 
 
 # A session is read again each time it grows (the Stop hook, the hourly sweep): its turns' readings are kept, for

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.promotion import distiller
 from memory.promotion.compilers import Candidate, screen
 from memory.promotion.distiller import DistilledFact, default_embedder, distill
 from memory.promotion.distiller_sentences import prose_lines, split_sentences, strip_fillers
@@ -162,6 +163,21 @@ def test_an_instruction_to_the_memory_system_is_quarantined_and_the_users_own_fa
     kept = promoted(turns)
 
     assert kept == ["We deploy with `make ship`, never on Fridays.", "The staging database is reset every Monday."]
+
+
+def test_the_sentence_cache_never_drops_a_vector_the_same_call_still_needs(monkeypatch):
+    class Lengths:
+        def embed(self, texts):
+            return [[float(len(t))] * 384 for t in texts]
+
+    monkeypatch.setattr(distiller, "SENTENCE_CACHE_SIZE", 4)
+    embedder = Lengths()
+    distiller._embed(embedder, ["session A s1"])
+    distiller._embed(embedder, ["x1", "x2", "x3"])
+    vectors = distiller._embed(embedder, ["session A s1", "session A s2 new", *(f"s{i}" for i in range(10))])
+    assert vectors.shape == (12, 384)
+    assert vectors[0, 0] == len("session A s1")
+    assert len(distiller._sentence_cache(embedder)) == 4
 
 
 def test_the_distiller_is_deterministic(embedder):

@@ -7,7 +7,8 @@ from loopmem import llm
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.services import tenant_get
-from memory.promotion.evaluation import COMPROMISED, SPLITS, EvalResult, compile_timing, promotion_eval, ratios
+from memory.promotion.evaluation import COMPROMISED, SPLITS, EvalResult, promotion_eval, ratios
+from memory.promotion.timing import compile_timing
 
 
 class Command(OperatorCommand):
