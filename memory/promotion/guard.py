@@ -17,7 +17,8 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
    restates the payload);
 4. a candidate is quarantined when its own text scores `THRESHOLD`, when it came from a tainted turn (the
    extractive compiler knows the turn; an LLM's candidate is traced to the turn its words came from), or when
-   it carries an address or id that only a tainted turn contains (an LLM's paraphrase of the payload).
+   it carries an address, id or code that a tainted turn holds and the user never gave in a clean turn (an LLM's
+   paraphrase of the payload, an assistant's summary of it).
 
 What it promises: a rule aimed at the memory system, or one that relaxes a control, never reaches memory through
 promotion, whichever compiler read the session. A user who means such a rule stores it explicitly
@@ -60,9 +61,9 @@ _PASTED = re.compile(
     # Someone saying they are passing on what another wrote: what follows is not their own voice.
     r"|\b(?:forwarding|i'm forwarding|just forwarding|pasting|i'm pasting|pasted|copied|copy-pasted|"
     r"(?:sent|wrote) (?:me )?this|(?:got|received) this|(?:te lo |se lo )?pego|pegado|pego|pegó|copie|"
-    r"colei|colo aqui|copiei|encaminhando|encaminho|reenvio|reenviando|je (?:te )?colle|j'ai copie|"
-    r"je transfere|ich (?:fuge|kopiere|leite)|eingefugt|kopiert|weitergeleitet|incollo|ho copiato|inoltro|eccola|"
-    r"eccolo|ecco il testo)\b[^\n]{0,80}:\s*",
+    r"colei|colo aqui|copiei|encaminhando|encaminho|reenvio|reenviando|je (?:te )?colle|j'ai copi[eé]|"
+    r"je transf[eè]re|ich (?:f[uü]ge|kopiere|leite)|eingef[uü]gt|kopiert|weitergeleitet|incollo|ho copiato|"
+    r"inoltro|eccola|eccolo|ecco il testo)\b[^\n]{0,80}:\s*",
     re.IGNORECASE | re.MULTILINE,
 )
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
