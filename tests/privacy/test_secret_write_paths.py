@@ -165,7 +165,9 @@ def test_promotion_drops_every_secret_bearing_candidate_and_counts_it(agent, ten
     )
     figures.check()
     job = PromotionJob.objects.get(id=job_id)
-    assert job.detail["secret_dropped"] == len(WRITE_SECRETS) - len(figures.false_negatives)
+    # The injection guard runs first: a secret in a rule it refuses ("Wire the refund to <IBAN>") is quarantined
+    # before persist looks for secrets. Either way it is never written.
+    assert job.detail["secret_dropped"] + job.quarantined == len(WRITE_SECRETS) - len(figures.false_negatives)
     assert job.candidates == len(texts)
     assert recording_embedder.saw(SECRET_TEXTS) == []
     assert len(recording_embedder.texts) >= len(BENIGN) - len(figures.false_positives)
