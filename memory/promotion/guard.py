@@ -87,8 +87,8 @@ class TurnScore:
 
     @property
     def rule(self) -> str:
-        """The strongest signal: what a log line and a metric name."""
-        return max(self.fired.items(), key=lambda item: (item[1], item[0]))[0] if self.fired else ""
+        """The strongest signal (the first of equals in `guard_text.SIGNALS` order): what logs and metrics name."""
+        return max(self.fired.items(), key=lambda item: item[1])[0] if self.fired else ""
 
 
 @dataclass
