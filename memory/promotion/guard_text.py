@@ -358,6 +358,16 @@ VOCATIVE = (
 _NEAR = r"(?:[^.!?\n]|[.!?](?=\S)){0,60}?"
 _FLAGS = re.IGNORECASE | re.MULTILINE
 
+
+def _word(word_class: str) -> str:
+    return rf"\b{word_class}\b"
+
+
+def _either_order(first: str, second: str) -> str:
+    """The two near each other in one sentence, whichever comes first."""
+    return f"{first}{_NEAR}{second}|{second}{_NEAR}{first}"
+
+
 SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # Spoken to the machine: vocatives, notes to it, role tags and bracketed headers inside content.
     "addressed_to_machine": (
@@ -391,7 +401,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A storage verb near a word that makes it permanent ("save ... verbatim", "add to your long-term memory").
     "store_permanently": (
         0.6,
-        re.compile(rf"\b{STORE_VERB}\b{_NEAR}\b{STORE_OBJECT}\b|\b{STORE_OBJECT}\b{_NEAR}\b{STORE_VERB}\b", _FLAGS),
+        re.compile(_either_order(_word(STORE_VERB), _word(STORE_OBJECT)), _FLAGS),
     ),
     # Asked to keep exactly these words: people state facts, attackers need their wording kept.
     "verbatim": (
@@ -405,7 +415,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A request to store some other message ("keep my next message as an official note"): the payload is elsewhere.
     "stores_another_message": (
         0.6,
-        re.compile(rf"\b{STORE_VERB}\b{_NEAR}\b{POINTER}|\b{POINTER}{_NEAR}\b{STORE_VERB}\b", _FLAGS),
+        re.compile(_either_order(_word(STORE_VERB), rf"\b{POINTER}"), _FLAGS),
     ),
     # Override verbs on the rules themselves ("ignore all previous instructions", "vergiss alle Regeln").
     "override_rules": (
@@ -417,7 +427,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A rule that relaxes a security, approval or audit control: never promoted unattended.
     "relaxes_control": (
         1.0,
-        re.compile(rf"\b{RELAX}\b{_NEAR}\b{CONTROL}\b|\b{CONTROL}\b{_NEAR}\b{RELAX}\b", _FLAGS),
+        re.compile(_either_order(_word(RELAX), _word(CONTROL)), _FLAGS),
     ),
     # Approval taken as given, a process skipped, everything allowed: relaxations that need no named control.
     "skips_process": (
@@ -438,7 +448,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # Money moved without the usual check, or to new account details.
     "moves_money": (
         1.0,
-        re.compile(rf"\b{MONEY}\b{_NEAR}\b{MONEY_LOOSE}\b|\b{MONEY_LOOSE}\b{_NEAR}\b{MONEY}\b", _FLAGS),
+        re.compile(_either_order(_word(MONEY), _word(MONEY_LOOSE)), _FLAGS),
     ),
     # Everything of a kind sent on to an address: an exfiltration rule.
     "forwards_data": (
@@ -462,8 +472,8 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     "declares_trust": (
         1.0,
         re.compile(
-            rf"\b{TRUST}\b{_NEAR}{ADDRESS}|{ADDRESS}{_NEAR}\b{TRUST}\b"
-            rf"|\b(?:assume|treat|consider)\b (?:that )?(?:any|all|every)\b{_NEAR}\b(?:is|are|as)\b (?:\w+ )?"
+            _either_order(_word(TRUST), ADDRESS)
+            + rf"|\b(?:assume|treat|consider)\b (?:that )?(?:any|all|every)\b{_NEAR}\b(?:is|are|as)\b (?:\w+ )?"
             rf"(?:genuine|legitimate|authentic|trusted|verified|safe)\b",
             _FLAGS,
         ),
@@ -483,7 +493,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A document, ticket or article the assistant cannot open, declared binding or to be linked.
     "unverifiable_reference": (
         0.6,
-        re.compile(rf"{REFERENCE}{_NEAR}\b{REFERENCE_CLAIM}\b|\b{REFERENCE_CLAIM}\b{_NEAR}{REFERENCE}", _FLAGS),
+        re.compile(_either_order(REFERENCE, _word(REFERENCE_CLAIM)), _FLAGS),
     ),
     # Markup a reader does not see: HTML or markdown comments, hidden elements.
     "hidden_markup": (
