@@ -98,7 +98,6 @@ _SEED_WORDS = [
     "walnut",
     "yellow",
     "zebra",
-    ").split(",
 ]
 
 
