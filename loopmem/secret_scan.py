@@ -1,6 +1,6 @@
 """Finds credentials and personal secrets in text before it is stored, and redacts them.
 
-Five sources of findings, all run in-process on the text itself (docs/security.md, "Sources"):
+Six sources of findings, all run in-process on the text itself (docs/security.md, "Sources"):
 
 - a maintained rule set of provider token formats (loopmem.secret_rules: Kingfisher's rules, ~430 formats);
 - detect-secrets' high-precision plugins (fixed token formats and labelled assignments). Its entropy plugins,
@@ -9,10 +9,11 @@ Five sources of findings, all run in-process on the text itself (docs/security.m
 - structure (loopmem.secret_structure): a value under a secret's name, and passwords, PINs and keys told in a
   sentence, in six languages;
 - national identity numbers confirmed by their check digits (loopmem.secret_ids);
+- wallet seed phrases: runs of BIP39 words of a seed's length (loopmem.secret_seed_phrase);
 - our own patterns, for what none of those covers: payment cards (Luhn + issuer ranges), IBANs (mod-97),
   whole PEM and PuTTY private-key blocks, JWTs whose header names an algorithm, passwords in URLs, loopmem's own
-  API keys, labelled US SSNs, GCP service-account keys, Azure connection-string keys, and provider formats the
-  rule set lacks, each with its documentation named.
+  API keys, labelled US SSNs, GCP service-account keys, Azure connection-string keys, Heroku keys beside their
+  name, and provider formats the rule set lacks, each with its documentation named.
 
 A finding holds a kind and character offsets, never the secret itself, so it can be logged or returned.
 Documented example keys (AWS's `AKIAIOSFODNN7EXAMPLE`, ...) are findings too: they have the real shape,
@@ -53,7 +54,7 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-from loopmem import secret_ids, secret_rules, secret_structure
+from loopmem import secret_ids, secret_rules, secret_seed_phrase, secret_structure
 from loopmem.secret_structure import Form, Locate
 
 
@@ -208,6 +209,19 @@ def _has_letter_and_digit(match: re.Match[str]) -> bool:
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
+_CREDENTIAL_WORD = re.compile(r"(?i)key|token|auth|secret|credential|passw")
+# What a UUID next to "heroku" is when it is not a key: the id of something the platform runs.
+_HEROKU_ID_WORD = re.compile(
+    r"(?i)(?:\b|_)(?:id|ids|app|apps|dyno|dynos|release|releases|build|builds|slug|addon|add-on|pipeline|space|team"
+    r"|request|user|account|oauth-client|client)\W*$"
+)
+
+
+def _heroku_key(match: re.Match[str]) -> bool:
+    gap = match.group("gap")
+    return bool(_CREDENTIAL_WORD.search(gap)) and not _HEROKU_ID_WORD.search(gap)
+
+
 _PLACEHOLDER = secret_structure.PLACEHOLDER
 _IDENTIFIER = secret_structure.IDENTIFIER
 _char_classes = secret_structure.char_classes
@@ -231,8 +245,11 @@ def _is_url_password(value: str) -> bool:
     return not secret_structure.stands_for_a_secret(value)
 
 
-def _url_password_ok(match: re.Match[str]) -> bool:
-    return _is_url_password(match.group("value"))
+def _url_userinfo_password(match: re.Match[str]) -> bool:
+    value = match.group("value")
+    if re.match(r"\d{1,5}[?#]", value):
+        return False  # `host:8080?next=a@b.test`: a port, then a query holding an address
+    return _is_url_password(value)
 
 
 def _assignment(keys: str) -> re.Pattern[str]:
@@ -310,6 +327,19 @@ _OWN_SPECIFIC: tuple[Form, ...] = (
         re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{17,20}/[A-Za-z0-9_-]{60,68}"),
         _where(),
     ),
+    # Heroku's API keys from `heroku auth:token` and `heroku authorizations:create` are bare UUIDs
+    # (devcenter.heroku.com/articles/authentication); like gitleaks' heroku rule, one is a key only beside
+    # the word "heroku", and here also a word for a credential between the two on the same line. A UUID
+    # named as an app's, dyno's or release's id is not one.
+    Form(
+        "heroku_api_key",
+        re.compile(
+            r"(?i)heroku(?P<gap>[^\n]{0,60}?)(?<![0-9a-f-])"
+            r"(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-z-])"
+        ),
+        _where("value", _heroku_key),
+        keywords=("heroku",),
+    ),
     # A PuTTY private key file (PPK v2 and v3, the.earth.li/~sgtatham/putty/latest/htmldoc/AppendixC.html): from
     # its header to its closing `Private-MAC` line.
     Form(
@@ -358,10 +388,12 @@ _OWN_SPECIFIC: tuple[Form, ...] = (
 _OWN_GENERIC: tuple[Form, ...] = (
     Form(
         "url_password",
-        # Up to the last `@` before the host, `#` and `@` included: a password written raw in a DSN
-        # (`etl:Winter1999#@db`, `etl:Ch3l$3@77@db`) is still the password.
-        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/?\"'<>]+)@"),
-        _where("value", _url_password_ok),
+        # The userinfo runs to the last `@` before a host: a password written raw in a DSN keeps the `?`, `#`
+        # and `@` that RFC 3986 wants escaped (`etl:Winter1999?@db`, `etl:Ch3l$3@77@db`, `u:a#b?c@db`). A `/`
+        # still ends it (a path), and a port followed by a query or fragment is not a password
+        # (`https://host:8080?next=a@b.test`).
+        re.compile(r"://[^\s:/?#@\"'<>]*:(?P<value>[^\s/\"'<>]+)@(?=[\w\[%])"),
+        _where("value", _url_userinfo_password),
     ),
     Form(
         "bearer_token",
@@ -548,6 +580,9 @@ def _candidates(text: str) -> Iterator[tuple[int, Finding]]:
             yield rank, Finding(kind, start, end)
         rank += 1
     for kind, start, end in secret_structure.findings(text, lowered):
+        yield rank, Finding(kind, start, end)
+    rank += 1
+    for kind, start, end in secret_seed_phrase.findings(text):
         yield rank, Finding(kind, start, end)
     rank += 1
     # The maintained rules last: where one of ours reports the same span, its kind names it.

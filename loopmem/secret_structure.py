@@ -442,7 +442,103 @@ def _told_kind(match: re.Match[str]) -> str:
     return "secret_told" if _KEY_NOUN.fullmatch(noun) else "password"
 
 
-_PROSE_FORMS = (Form("password", _PROSE, _told, _PROSE_KEYWORDS, kind_of=_told_kind),)
+# A passphrase of plain words told after its name, unquoted: "the passphrase is tundra biscuit meadow saffron",
+# "die Passphrase lautet …", "la phrase secrète est …", "la frase de contraseña es …" (quoted ones are _told's).
+# A sentence goes on with the words sentences are built with; a passphrase is words chosen at random. So the
+# value is the words after the verb up to the first closed-class word of the four languages (an article, a
+# preposition, a pronoun, an auxiliary, a common adverb) or punctuation, and it takes four of them (three joined
+# by hyphens or dots, which no sentence is). What is said of a passphrase ("is stored in …", "ist im Tresor
+# hinterlegt", "est changée chaque mois") opens with a participle or adjective from the lists below or runs into a
+# closed-class word first.
+_PASSPHRASE_NOUNS = (
+    r"pass[ -]?phrase|passsatz|kennsatz|phrase (?:secr(?:è|e)te|de passe)"
+    r"|frase (?:de (?:contrase(?:ñ|n)a|paso|acceso)|secreta|clave)"
+)
+_PASSPHRASE = re.compile(
+    rf"(?i)(?<!\w)(?P<noun>{_PASSPHRASE_NOUNS})s?(?!\w){_BETWEEN}{_VERB}[ \t]*"
+    r"(?P<words>[^\W\d_]{2,30}(?:(?:[ \t]+|[-.])[^\W\d_]{2,30}){2,11})"
+)
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_CLOSED_CLASS = _word_set(
+    # English
+    "the a an and or but if so as at by for from in into of on onto to with without within about after before"
+    " under over than then that this these those there here it its is are was were be been being has have had do"
+    " does did not no nor yet also still now just only very too quite really always never often already again"
+    " somewhere anywhere everywhere nowhere elsewhere i you he she we they me him her us them my your his our"
+    " their which who whom whose what when where why how all any each every some both either neither many much"
+    " more most few less one two three four five six seven eight nine ten can could will would shall should may"
+    " might must"
+    # German
+    " der die das den dem des ein eine einen einem einer eines und oder aber wenn dass im am an auf aus bei mit"
+    " nach von vor zu zum zur für über unter ist sind war waren wird werden wurde nicht kein keine auch noch schon"
+    " jetzt nur sehr immer nie hier dort da es er sie wir ihr ich du mein meine dein deine sein seine unser"
+    " unsere wie was wo wer alle jede jeder jedes"
+    # French
+    " le la les un une des du de et ou mais si que qui dans sur sous avec sans pour par en au aux est sont était"
+    " sera pas ne plus aussi encore toujours jamais déjà ici là il elle nous vous ils elles je tu on mon ma mes"
+    " ton ta tes son sa ses notre votre leur ce cette ces tout tous toute toutes très bien"
+    # Spanish
+    " el los las lo unos unas y o pero con sin para por del al es son era será está están ni más también todavía"
+    " ya aquí allí él ella nosotros yo tú mi mis tu tus su sus nuestro nuestra muy todo todos toda todas cada"
+)
+# What a sentence says of a passphrase right after its verb.
+_PASSPHRASE_PREDICATES = _word_set(
+    "stored saved kept written encrypted hashed required needed optional set unset changed rotated reset expired"
+    " shared known unknown printed generated hidden lost forgotten locked protected included attached listed noted"
+    " pinned taped managed handled same different long short strong weak secure insecure random correct wrong"
+    " valid invalid empty missing new old case unique available"
+    " gespeichert hinterlegt notiert geändert geheim sicher lang kurz stark schwach falsch richtig neu alt leer"
+    " gleich abgelaufen verschlüsselt"
+    " stockée stocké enregistrée enregistré notée noté changée changé modifiée modifié écrite écrit secrète longue"
+    " courte forte faible fausse correcte nouvelle vide même chiffrée expirée"
+    " guardada guardado anotada anotado cambiada cambiado escrita escrito secreta larga corta fuerte débil"
+    " incorrecta correcta nueva vacía misma cifrada caducada"
+)
+
+
+def _passphrase_words(match: re.Match[str]) -> tuple[int, int] | None:
+    """The span of a passphrase of plain words told after its name, or None."""
+    between = {word.lower() for word in (match.group("between") or "").split()}
+    if between & (_ABOUT_VALUE | _PUBLIC_WORDS):
+        return None  # "the passphrase length is …"
+    start = match.start("words")
+    tokens = match.group("words").split()
+    if len(tokens) == 1:  # joined: `tundra-biscuit-meadow`
+        words = re.split(r"[-.]", tokens[0])
+        kept, end = (words, start + len(tokens[0])) if len(words) >= 3 else ([], start)
+    else:
+        kept, end, at = [], start, start
+        for token in tokens:
+            at = match.string.index(token, at)
+            if re.search(r"[-.]", token) or token.lower() in _CLOSED_CLASS:
+                break
+            kept.append(token)
+            end = at + len(token)
+        if len(kept) < 4:
+            return None
+    if not kept or any(word.lower() in _CLOSED_CLASS for word in kept):
+        return None
+    if kept[0].lower() in _PASSPHRASE_PREDICATES:
+        return None
+    one_case = all(w.islower() for w in kept[1:]) and (kept[0].islower() or kept[0][1:].islower())
+    title_case = all(w[:1].isupper() and w[1:].islower() for w in kept)
+    return (start, end) if one_case or title_case else None
+
+
+_PROSE_FORMS = (
+    Form("password", _PROSE, _told, _PROSE_KEYWORDS, kind_of=_told_kind),
+    Form(
+        "passphrase",
+        _PASSPHRASE,
+        _passphrase_words,
+        ("passphrase", "pass phrase", "pass-phrase", "passsatz", "kennsatz", "phrase ", "frase "),
+    ),
+)
 
 
 # --- Running them ------------------------------------------------------------------------------------------
