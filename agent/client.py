@@ -134,6 +134,22 @@ class ServerError(LoopmemAPIError):
     code = "server_error"
 
 
+class AlreadySuperseded(LoopmemAPIError):
+    """The memory has a newer version (`details.superseded_by`): correct that one."""
+
+    code = "already_superseded"
+
+
+class IdempotencyKeyReused(LoopmemAPIError):
+    """This `Idempotency-Key` was already used with a different request."""
+
+    code = "idempotency_key_reused"
+
+
+class DatabaseUnavailable(LoopmemAPIError):
+    code = "database_unavailable"
+
+
 _ERRORS_BY_CODE: dict[str, type[LoopmemAPIError]] = {
     cls.code: cls
     for cls in (
@@ -148,6 +164,9 @@ _ERRORS_BY_CODE: dict[str, type[LoopmemAPIError]] = {
         HeavyReadOverloaded,
         TenantHalted,
         ServerError,
+        AlreadySuperseded,
+        IdempotencyKeyReused,
+        DatabaseUnavailable,
     )
 }
 

@@ -1,0 +1,150 @@
+"""agent.httpx_client against the live service: the whole round trip, typed errors with the stable code, an
+Idempotency-Key that makes a retried write land once, Retry-After honoured within bounds, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.client import (
+    AlreadySuperseded,
+    DatabaseUnavailable,
+    InvalidArgument,
+    LoopmemTimeout,
+    NotFound,
+    RateLimited,
+    TenantHalted,
+)
+from agent.httpx_client import AsyncClient, Client, RetryPolicy
+from tests.agent_adapters.conftest import Keys, live_db
+
+pytestmark = live_db
+
+
+def test_remember_recall_correct_history_forget_round_trip(client: Client) -> None:
+    made = client.memory_remember(text="The staging deploy needs VPN_PROFILE=ops", tags=["ops"])["data"]
+    [hit] = client.memory_recall(query="VPN_PROFILE staging", limit=5)["data"]
+    assert hit["memory"]["id"] == made["id"]
+
+    corrected = client.memory_correct(made["id"], text="The staging deploy needs VPN_PROFILE=ops-2")["data"]
+    history = client.memory_history(corrected["id"])["data"]
+    assert [version["text"] for version in history] == [made["text"], corrected["text"]]
+    with pytest.raises(AlreadySuperseded) as stale:
+        client.memory_correct(made["id"], text="too late")
+    assert stale.value.code == "already_superseded"
+    assert stale.value.details["superseded_by"] == corrected["id"]
+
+    assert client.memory_forget(corrected["id"])["data"] == {"id": corrected["id"], "deleted": True}
+    exported = client.memory_export()["data"]
+    assert [line["text"] for line in exported] == [made["text"]]  # forgetting the correction revived the first
+
+
+def test_errors_are_typed_and_carry_the_stable_code(client: Client) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.memory_get("00000000-0000-4000-8000-000000000000")
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+    assert missing.value.envelope()["error"]["code"] == "not_found"
+    with pytest.raises(InvalidArgument) as refused:
+        client.memory_forget("not-a-uuid")
+    assert (refused.value.status, refused.value.code) == (None, "invalid_memory_id")
+
+
+def test_another_subjects_memory_is_not_found(keys: Keys, client: Client) -> None:
+    mine = client.memory_remember(text="coder-1's own fact")["data"]
+    with Client(keys.url, keys.key("coder-2")) as other, pytest.raises(NotFound):
+        other.memory_get(mine["id"])
+
+
+def test_a_write_whose_answer_was_lost_is_retried_with_its_key_and_lands_once(keys: Keys) -> None:
+    seen: list[str | None] = []
+    real = httpx.HTTPTransport()
+
+    class LosesFirstAnswer(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request.headers.get("Idempotency-Key"))
+            response = real.handle_request(request)
+            response.read()
+            if len(seen) == 1:  # the server wrote it; the client never hears
+                raise httpx.ReadTimeout("lost", request=request)
+            return response
+
+    key = keys.key("coder-1")
+    with Client(keys.url, key, transport=LosesFirstAnswer(), retry=RetryPolicy(base_delay=0.01)) as flaky:
+        flaky.memory_remember(text="Written once although sent twice")
+    assert len(seen) == 2
+    assert seen[0] is not None
+    assert seen[0] == seen[1]
+    with Client(keys.url, key) as client:
+        assert client.memory_list()["meta"]["total_count"] == 1
+
+
+def scripted(*answers: tuple[int, dict[str, str], dict[str, Any]]) -> tuple[httpx.MockTransport, list[float]]:
+    """A transport answering `answers` in turn, and the monotonic time of each request."""
+    script = list(answers)
+    times: list[float] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        times.append(time.monotonic())
+        status, headers, body = script.pop(0)
+        return httpx.Response(status, headers=headers, json=body)
+
+    return httpx.MockTransport(handle), times
+
+
+def _error(status: int, code: str) -> dict[str, Any]:
+    return {"error": {"status": status, "code": code, "message": code, "details": {}}}
+
+
+def test_retry_after_is_honoured_then_the_answer_comes() -> None:
+    transport, times = scripted(
+        (429, {"Retry-After": "1"}, _error(429, "rate_limited")), (200, {}, {"data": [], "meta": {}})
+    )
+    with Client("http://loopmem.test", "k", transport=transport) as client:
+        assert client.memory_list()["data"] == []
+    assert len(times) == 2
+    assert times[1] - times[0] >= 0.95
+
+
+def test_a_retry_after_past_the_bound_is_raised_at_once_with_its_value() -> None:
+    transport, times = scripted((429, {"Retry-After": "3600"}, _error(429, "rate_limited")))
+    with Client("http://loopmem.test", "k", transport=transport) as client, pytest.raises(RateLimited) as limited:
+        client.memory_list()
+    assert limited.value.retry_after == 3600
+    assert len(times) == 1
+
+
+def test_backoff_is_bounded_and_a_halted_tenant_is_not_retried() -> None:
+    transport, times = scripted(*[(503, {}, _error(503, "database_unavailable"))] * 3)
+    policy = RetryPolicy(retries=2, base_delay=0.01)
+    with (
+        Client("http://loopmem.test", "k", transport=transport, retry=policy) as client,
+        pytest.raises(DatabaseUnavailable),
+    ):
+        client.memory_list()
+    assert len(times) == 3  # the first try and two retries
+
+    transport, times = scripted((503, {}, _error(503, "tenant_halted")))
+    with Client("http://loopmem.test", "k", transport=transport) as client, pytest.raises(TenantHalted):
+        client.memory_remember(text="x")
+    assert len(times) == 1
+
+
+def test_a_silent_server_times_out(silent_server: str) -> None:
+    with Client(silent_server, "k", timeout=0.3, retry=RetryPolicy(retries=0)) as client, pytest.raises(LoopmemTimeout):
+        client.memory_list()
+
+
+def test_the_async_client_is_the_same_api(async_client: AsyncClient) -> None:
+    async def run() -> None:
+        async with async_client as client:
+            made = (await client.memory_remember(text="Async clients recall ZEBRA-42"))["data"]
+            [hit] = (await client.memory_recall(query="ZEBRA-42"))["data"]
+            assert hit["memory"]["id"] == made["id"]
+            with pytest.raises(NotFound):
+                await client.memory_get("00000000-0000-4000-8000-000000000000")
+
+    asyncio.run(run())
