@@ -1,0 +1,131 @@
+"""LoopmemStore as LangGraph's BaseStore, against the live service: a real graph remembers in one thread and
+recalls in another; put is remember-or-correct, put None forgets every version; search is hybrid recall with
+filters; items carry their times and score."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_store
+from langgraph.graph import END, START, StateGraph
+
+from agent.httpx_client import Client
+from agent.langgraph_store import LoopmemStore
+from tests.agent_adapters.conftest import Keys, live_db
+
+pytestmark = live_db
+
+
+@pytest.fixture
+def store(keys: Keys) -> LoopmemStore:
+    return LoopmemStore.connect(keys.url, keys.key("coder-1"))
+
+
+class State(TypedDict, total=False):
+    remember: str
+    query: str
+    recalled: list[str]
+
+
+def memory_node(state: State) -> State:
+    """Stores what it is told to remember, recalls what it is asked."""
+    store = get_store()
+    namespace = ("memories", "user-1")
+    if state.get("remember"):
+        store.put(namespace, str(uuid.uuid4()), {"content": state["remember"]})
+    if state.get("query"):
+        return {"recalled": [item.value["content"] for item in store.search(namespace, query=state["query"])]}
+    return {}
+
+
+def build_graph(store: LoopmemStore) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("memory", memory_node)
+    builder.add_edge(START, "memory")
+    builder.add_edge("memory", END)
+    return builder.compile(checkpointer=InMemorySaver(), store=store)
+
+
+def test_a_graph_remembers_in_one_thread_and_recalls_in_another(store: LoopmemStore) -> None:
+    graph = build_graph(store)
+    graph.invoke({"remember": "The user prefers PostgreSQL 17 for new services"}, {"configurable": {"thread_id": "a"}})
+    answer = graph.invoke({"query": "which PostgreSQL does the user prefer"}, {"configurable": {"thread_id": "b"}})
+    assert answer["recalled"] == ["The user prefers PostgreSQL 17 for new services"]
+
+
+def test_the_async_graph_uses_abatch(store: LoopmemStore) -> None:
+    graph = build_graph(store)
+
+    async def run() -> Any:
+        await graph.ainvoke({"remember": "Releases are cut on Tuesdays"}, {"configurable": {"thread_id": "a"}})
+        return await graph.ainvoke({"query": "when are releases cut"}, {"configurable": {"thread_id": "b"}})
+
+    assert asyncio.run(run())["recalled"] == ["Releases are cut on Tuesdays"]
+
+
+def test_put_on_an_existing_key_corrects_and_keeps_the_history(store: LoopmemStore, keys: Keys) -> None:
+    store.put(("prefs",), "db", {"content": "Uses MySQL", "kind": "db"})
+    first = store.get(("prefs",), "db")
+    assert first is not None
+    store.put(("prefs",), "db", {"content": "Uses PostgreSQL", "kind": "db"})
+    item = store.get(("prefs",), "db")
+    assert item is not None
+    assert item.value == {"content": "Uses PostgreSQL", "kind": "db"}
+    assert (item.namespace, item.key) == (("prefs",), "db")
+    assert item.created_at == first.created_at
+    assert item.updated_at > first.updated_at
+
+    with Client(keys.url, keys.key("coder-1")) as client:
+        [live] = client.memory_list()["data"]
+        history = client.memory_history(live["id"])["data"]
+    assert [version["text"] for version in history] == ["Uses MySQL", "Uses PostgreSQL"]
+
+
+def test_put_none_forgets_every_version(store: LoopmemStore, keys: Keys) -> None:
+    store.put(("prefs",), "editor", {"content": "vim"})
+    store.put(("prefs",), "editor", {"content": "helix"})
+    store.delete(("prefs",), "editor")
+    assert store.get(("prefs",), "editor") is None  # not the corrected version brought back
+    with Client(keys.url, keys.key("coder-1")) as client:
+        assert client.memory_list(include_superseded=True)["data"] == []
+
+
+def test_search_is_hybrid_recall_narrowed_by_prefix_and_filter(store: LoopmemStore) -> None:
+    store.put(("memories", "u1"), "a", {"content": "Deploys go through ArgoCD", "topic": "ops"})
+    store.put(("memories", "u1"), "b", {"content": "Deploys are frozen on Fridays", "topic": "policy"})
+    store.put(("memories", "u2"), "c", {"content": "Deploys need two approvals", "topic": "ops"})
+
+    hits = store.search(("memories", "u1"), query="deploys", filter={"topic": "ops"})
+    assert [(hit.namespace, hit.key) for hit in hits] == [(("memories", "u1"), "a")]
+    assert hits[0].score is not None
+    assert {hit.key for hit in store.search(("memories",), query="deploys")} == {"a", "b", "c"}
+    assert {hit.key for hit in store.search(("memories",), filter={"topic": {"$eq": "ops"}})} == {"a", "c"}
+    assert [hit.key for hit in store.search(("memories", "u1"), query="deploys", limit=1, offset=1)] != []
+    with pytest.raises(ValueError, match="equality only"):
+        store.search(("memories",), filter={"topic": {"$ne": "ops"}})
+
+    assert store.list_namespaces() == [("memories", "u1"), ("memories", "u2")]
+    assert store.list_namespaces(suffix=("u2",)) == [("memories", "u2")]
+    assert store.list_namespaces(max_depth=1) == [("memories",)]
+
+
+def test_a_project_store_sees_only_its_project(keys: Keys, store: LoopmemStore) -> None:
+    user = keys._make_key("user", keys.tenant).raw_key
+    with Client(keys.url, user) as admin:
+        project = admin.project_create(name="Shop")["data"]
+    scoped = LoopmemStore.connect(keys.url, keys.key("coder-1"), project_id=project["id"])
+    scoped.put(("notes",), "n", {"content": "Shop uses Stripe"})
+    store.put(("notes",), "n", {"content": "Global note"})
+    scoped_item = scoped.get(("notes",), "n")
+    global_item = store.get(("notes",), "n")
+    assert scoped_item is not None
+    assert global_item is not None
+    assert scoped_item.value["content"] == "Shop uses Stripe"
+    assert global_item.value["content"] == "Global note"
