@@ -32,6 +32,8 @@ _RUN = re.compile(
     r"(?<![\w'\u2019@/.-])(?:[A-Za-z]{3,8}\s+(?:\d{1,2}[.):]?\s+)?){11,}[A-Za-z]{3,8}(?![\w'\u2019@/-]|\.\w)"
 )
 _WORD = re.compile(r"[A-Za-z]+")
+# The number before a numbered phrase's first word: the span takes it, so a redacted list leaves no "1. " behind.
+_LEADING_NUMBER = re.compile(r"(?:^|(?<=\s))\d{1,2}[.):]?[ \t]+$")
 
 
 @functools.cache
@@ -78,5 +80,6 @@ def findings(text: str) -> Iterator[tuple[str, int, int]]:
                 continue
             if len(run) >= SEED_LENGTHS[0] and _one_case([w for w, _, _ in run]):
                 for start, end in _seed_windows([(w.lower(), s, e) for w, s, e in run]):
-                    yield "seed_phrase", start, end
+                    number = _LEADING_NUMBER.search(text, max(0, start - 8), start)
+                    yield "seed_phrase", number.start() if number else start, end
             run = []

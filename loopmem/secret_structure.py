@@ -27,11 +27,13 @@ from dataclasses import dataclass
 
 # --- What a value is ---------------------------------------------------------------------------------------
 
-# Values that stand for a secret without being one: templates, masks, references, obvious placeholders.
+# Values that stand for a secret without being one: templates, masks, references, obvious placeholders. A YAML
+# tag (`!vault |`, `!Ref DbPassword`, `!Base64`, `!env_var`) is a word after the `!`; a random value may begin
+# with `!` too.
 PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
         \$\{[\w.:-]+\} | (?-i:\$[A-Z_][A-Z0-9_]* | \$[a-z_]+) | \$\(.*\) | \{\{.*\}\} | \{[\w.]*\} | <[^>]*>
-      | %\(?\w*\)?s | %env\(.*\)% | !\w.*
+      | %\(?\w*\)?s | %env\(.*\)% | !!?[A-Za-z]+\d{0,2}(?:_[a-z]+)*(?:\s.*)?
       | [*x•#._-]+
       | (?:your|example|sample|dummy|placeholder|redacted|todo|fixme|changeme|secret-here).* | none | null | undefined
       | .*(?:\.\.\.|…)
@@ -508,7 +510,7 @@ def _passphrase_words(match: re.Match[str]) -> tuple[int, int] | None:
         return None  # "the passphrase length is …"
     start = match.start("words")
     tokens = match.group("words").split()
-    if len(tokens) == 1:  # joined: `tundra-biscuit-meadow`
+    if re.search(r"[-.]", tokens[0]):  # joined: `tundra-biscuit-meadow`, whatever the sentence says next
         words = re.split(r"[-.]", tokens[0])
         kept, end = (words, start + len(tokens[0])) if len(words) >= 3 else ([], start)
     else:
