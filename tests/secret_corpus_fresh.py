@@ -47,6 +47,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mnemonic import Mnemonic
+
 UPPER = string.ascii_uppercase
 LOWER = string.ascii_lowercase
 DIGITS = string.digits
@@ -277,6 +279,65 @@ def passphrase(rng: R) -> str:
     )
 
 
+# Words people pick for a diceware-style passphrase, by language: concrete nouns, as generators draw them.
+_PASSPHRASE_WORDS = {
+    "en": _words(
+        "tundra biscuit meadow saffron falcon walnut marmot pebble lantern orchid glacier cobalt ember thistle "
+        "juniper harbor quiver nimbus paddle velvet sparrow cactus mango oyster plume fjord crater almond willow "
+        "hazel banjo kettle ginger prism comet badger lagoon tulip anvil cedar dune gravel hornet igloo jasper "
+        "kayak lemur maple nectar otter pixel quartz raven salmon tiger vortex wombat yarrow zephyr"
+    ),
+    "de": _words(
+        "tanne wolke kaffee fenster igel birke nebel kompass ziegel laterne möwe pfeffer schnecke gurke ahorn "
+        "brezel dachs eule falke garten hafen insel kiesel lupine marder nadel pilz quelle rabe sattel tinte ufer "
+        "veilchen zitrone anker becher dattel erbse fichte hummel"
+    ),
+    "fr": _words(
+        "lapin orage cerise montagne bougie citron falaise grenouille hibou jonquille kiwi lavande marron "
+        "noisette olive pivoine renard sapin tortue valise abricot baleine castor dauphin figue girafe hamac iris "
+        "jasmin mouette navet oursin"
+    ),
+    "es": _words(
+        "gato nube río limón arena bosque delfín espiga faro girasol higo isla jazmín lago mango nácar olivo "
+        "pino queso rana sauce tigre uva vela zorro almendra búho cometa dátil"
+    ),
+}
+
+
+def passphrase_words(lang: str, sep: str = " ", title: bool = False) -> Make:
+    """A passphrase of 4 to 6 random words (3 to 5 when joined by a hyphen or a dot), told unquoted."""
+
+    def make(rng: R) -> str:
+        n = rng.randrange(4, 7) if sep == " " else rng.randrange(3, 6)
+        words = rng.sample(_PASSPHRASE_WORDS[lang], n)
+        return sep.join(word.capitalize() if title else word for word in words)
+
+    return make
+
+
+@functools.cache
+def _bip39() -> Mnemonic:
+    return Mnemonic("english")
+
+
+def seed_phrase(words: int) -> Make:
+    """A wallet's BIP39 seed phrase of `words` words (128 to 256 bits of entropy, checksum included)."""
+
+    def make(rng: R) -> str:
+        return _bip39().to_mnemonic(rbytes(rng, words * 4 // 3))
+
+    return make
+
+
+def numbered(make: Make) -> Make:
+    """The phrase as a wallet shows it: one numbered word per line."""
+
+    def numbered_make(rng: R) -> str:
+        return "\n".join(f"{i}. {word}" for i, word in enumerate(make(rng).split(), 1))
+
+    return numbered_make
+
+
 def pin(rng: R, n: int = 4) -> str:
     while True:
         value = "".join(rng.choice(DIGITS) for _ in range(n))
@@ -439,6 +500,7 @@ SECRET_FAMILIES = (
     "auth_header",
     "structured_assignment",
     "prose_password",
+    "wallet_seed",
     "payment_card",
     "bank_account",
     "national_id",
@@ -456,6 +518,7 @@ LOOK_ALIKE_FAMILIES = (
     "number",
     "network",
     "code_name",
+    "plain_prose",
 )
 # The families used for the per-family figures (secrets and look-alikes have their own).
 FAMILIES = SECRET_FAMILIES
@@ -1511,6 +1574,48 @@ def _build_secrets(seed: int) -> list[SecretCase]:
     add("en_pin_card", "prose_pin_en", "the PIN for my debit card is {s}, don't tell anyone", lambda r: pin(r))
     add("en_pin_door", "prose_pin_en", "Door code for the office: {s}#", lambda r: pin(r, 6))
     add("en_passphrase", "prose_passphrase_en", 'the passphrase for the backup disk is "{s}"', passphrase)
+    # Unquoted passphrases of plain words, told after their name.
+    add("en_passphrase_words", "prose_passphrase_words_en", "the passphrase is {s}", passphrase_words("en"))
+    add("en_passphrase_ssh", "prose_passphrase_words_en", "passphrase for my ssh key: {s}", passphrase_words("en"))
+    add(
+        "en_passphrase_disk",
+        "prose_passphrase_words_en",
+        "Backup disk passphrase is {s} (all lowercase, spaces between)",
+        passphrase_words("en"),
+    )
+    add(
+        "en_passphrase_hyphens",
+        "prose_passphrase_joined_en",
+        "my GPG passphrase is {s} if the agent asks",
+        passphrase_words("en", "-"),
+    )
+    add(
+        "en_passphrase_title",
+        "prose_passphrase_joined_en",
+        "The passphrase for the vault export was {s}.",
+        passphrase_words("en", " ", title=True),
+    )
+    add("de_passphrase", "prose_passphrase_words_de", "die Passphrase für das NAS lautet {s}", passphrase_words("de"))
+    add(
+        "de_passphrase_title",
+        "prose_passphrase_words_de",
+        "Passphrase des Schlüssels: {s}",
+        passphrase_words("de", " ", title=True),
+    )
+    add("fr_passphrase", "prose_passphrase_words_fr", "la phrase secrète du coffre est {s}", passphrase_words("fr"))
+    add(
+        "fr_passphrase_colon",
+        "prose_passphrase_words_fr",
+        "ma phrase de passe : {s} (sans accents)",
+        passphrase_words("fr"),
+    )
+    add(
+        "es_passphrase",
+        "prose_passphrase_words_es",
+        "la frase de contraseña del disco es {s}",
+        passphrase_words("es"),
+    )
+    add("es_passphrase_colon", "prose_passphrase_words_es", "frase secreta de la copia: {s}", passphrase_words("es"))
     add(
         "de_passwort",
         "prose_password_de",
@@ -1546,6 +1651,20 @@ def _build_secrets(seed: int) -> list[SecretCase]:
     add("es_correo", "prose_password_es", "Contraseña del correo: {s}", lambda r: human_password(r, "es"))
     add("es_pin", "prose_pin_es", "el PIN es {s}", lambda r: pin(r))
     add("es_pin_tarjeta", "prose_pin_es", "el número secreto de la tarjeta es {s}", lambda r: pin(r))
+
+    # --- Wallet seed phrases (BIP39, checksum included)
+    c.family = "wallet_seed"
+    add("metamask", "seed_phrase_metamask", "MetaMask secret recovery phrase: {s}", seed_phrase(12))
+    add("metamask_chat", "seed_phrase_metamask", "here are my 12 words {s} please help me restore", seed_phrase(12))
+    add("trezor", "seed_phrase_trezor", "Trezor backup, 24 words: {s}", seed_phrase(24))
+    add("trezor_15", "seed_phrase_trezor", "wallet seed (15 words)\n{s}\nkeep offline", seed_phrase(15))
+    add("ledger", "seed_phrase_ledger", "Ledger recovery sheet\n{s}", numbered(seed_phrase(24)))
+    add("ledger_12", "seed_phrase_ledger", "recovery words from the card: {s}", numbered(seed_phrase(12)))
+    add("bare", "seed_phrase_bare", "{s}", seed_phrase(12))
+    add("bare_note", "seed_phrase_bare", "ok pasting it here\n{s}\ndon't share", seed_phrase(21))
+    add("de", "seed_phrase_de", "meine Wiederherstellungsphrase lautet {s}", seed_phrase(18))
+    add("es", "seed_phrase_es", "frase semilla de la billetera: {s}", seed_phrase(12))
+    add("fr", "seed_phrase_fr", "phrase de récupération du portefeuille : {s}", seed_phrase(24))
 
     # --- Payment cards (Luhn-valid, written with and without separators)
     c.family = "payment_card"
@@ -1620,6 +1739,12 @@ def _build_look_alikes(seed: int) -> list[LookAlike]:
     add("uuid", lambda r: f"Memory {uid(r)} was superseded.")
     add("uuid_upper", lambda r: f"Tenant ID: {uid(r).upper()}")
     add("uuid_named_key_id", lambda r: f'"key_id": "{uid(r)}"')
+    # Heroku names its apps, dynos, releases and builds by UUIDs too; only its API keys are secrets.
+    add("heroku_app_id", lambda r: f"heroku apps:info shows ID {uid(r)}")
+    add("heroku_release", lambda r: f"Heroku release {uid(r)} failed to boot")
+    add("heroku_dyno", lambda r: f"heroku ps: web dyno {uid(r)} restarted")
+    add("heroku_build", lambda r: f"Heroku build {uid(r)} finished in 94 s")
+    add("heroku_api_app", lambda r: f"the heroku api call for app {uid(r)} returned 404")
     add("idempotency_key", lambda r: f"Idempotency-Key: {uid(r)}")
     add("request_id", lambda r: f"x-amz-request-id: {tok(r, UPPER_ALNUM, 16)}")
     add("git_sha", lambda r: f"Fixed in commit {tok(r, HEX, 40)} on main.")
@@ -1856,6 +1981,15 @@ def _build_look_alikes(seed: int) -> list[LookAlike]:
     add("form_labels", "Username: bob Password: Email: bob@acme.test Phone: +1 415 555 0132")
     add("password_label_eol", "Password:\nask the on-call engineer.")
     add("markdown_label", "**Password:** use SSO, never a shared login.")
+    add("en_passphrase_vault", "the passphrase is stored in 1Password under Backup Disk")
+    add("en_passphrase_whatever", "the passphrase is whatever you typed when you created the key")
+    add("en_passphrase_advice", "choose a passphrase of five random words instead of a short password")
+    add("en_passphrase_rotated", "the passphrase is rotated every ninety days by the security team")
+    add("en_passphrase_offline", "the passphrase is kept offline somewhere safe")
+    add("de_passphrase_manager", "die Passphrase steht im Passwortmanager unter Backup")
+    add("fr_passphrase_coffre", "la phrase secrète est dans le coffre de l'équipe")
+    add("es_passphrase_sobre", "la frase de contraseña está en el sobre cerrado")
+    add("en_seed_advice", "never type your seed phrase into a website, write the twelve words on paper instead")
 
     c.family = "number"
 
@@ -1965,7 +2099,45 @@ def _build_look_alikes(seed: int) -> list[LookAlike]:
     add("prefix_prose", "Classic tokens start with " + "gh" + "p_ and fine-grained ones with github" + "_pat_.")
     add("akia_prose", "AKIA prefixes mark long-term keys, ASIA temporary ones.")
     add("long_word", "Pneumonoultramicroscopicsilicovolcanoconiosis is a long word.")
+
+    # Ordinary English: most of its content words are BIP39 words too, its function words are not.
+    c.family = "plain_prose"
+    for i in range(6):
+        add(f"chat_{i}", lambda r: " ".join(r.sample(_PLAIN_SENTENCES, 3)))
+    for i in range(4):
+        add(f"sentences_{i}", lambda r: " ".join(s.capitalize() + "." for s in r.sample(_PLAIN_SENTENCES, 4)))
+    add("listed_words_commas", lambda r: "shopping list: " + ", ".join(r.sample(_bip39().wordlist, 14)))
+    add(
+        "listed_words_bullets",
+        lambda r: "packing list\n" + "\n".join(f"- {w}" for w in r.sample(_bip39().wordlist, 12)),
+    )
+    add("listed_words_short_lines", lambda r: ". ".join(" ".join(r.sample(_bip39().wordlist, 4)) for _ in range(4)))
     return c.cases
+
+
+# Sentences of everyday English (chat, notes), lower case and without punctuation as people type them.
+_PLAIN_SENTENCES = (
+    "we can talk about the budget after lunch on friday if you have time",
+    "the kitchen light in the old office is still broken so bring a lamp",
+    "my brother wants to rent a small boat for the lake trip next summer",
+    "please remember to water the garden and feed the cat while we are away",
+    "the train was late again because of a signal problem near the river bridge",
+    "she will bring fresh bread cheese and fruit to the picnic on the hill",
+    "our team shipped the mobile app update and the crash report looks clean",
+    "the doctor said to drink more water and take a short walk every morning",
+    "i left the spare key with the neighbor in case the plumber arrives early",
+    "the museum has a new exhibit about ancient glass and it opens in april",
+    "can you check whether the coffee machine on the third floor is fixed yet",
+    "they moved the weekly meeting to the large room because the project grew",
+    "the kids want pizza for dinner and a movie about a dragon and a knight",
+    "after the storm the road to the farm was closed for almost a whole day",
+    "the client asked for a simple report with one chart per month and a summary",
+    "remember that the office will close early on the last day of the month",
+    "good morning team just a quick note that the shared drive will be slow today",
+    "my aunt found an old photo of the family house near the lake last winter",
+    "the bank called about a late payment but it was a simple mistake on their side",
+    "we need more paper for the printer and a new cable for the projector",
+)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@ The checksums are re-implemented here rather than imported, so a generator bug c
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter, defaultdict
 
 import pytest
+from mnemonic import Mnemonic
 
 from tests.secret_corpus_fresh import (
     LOOK_ALIKE_FAMILIES,
@@ -133,6 +135,33 @@ def test_national_ids_carry_their_check_characters():
     assert luhn_valid(by_kind["ca_sin"].replace(" ", ""))
     bsn = by_kind["nl_bsn"]
     assert (sum(int(d) * w for d, w in zip(bsn[:8], range(9, 1, -1), strict=True)) - int(bsn[8])) % 11 == 0
+
+
+def test_seed_phrases_carry_the_bip39_checksum():
+    # The wordlist is data; the checksum is re-implemented: the first len/3 bits of SHA-256 of the entropy.
+    index = {word: i for i, word in enumerate(Mnemonic("english").wordlist)}
+    phrases = [c for c in secret_cases() if c.family == "wallet_seed"]
+    assert {len(re.findall(r"[a-z]+", c.secret)) for c in phrases} >= {12, 24}
+    for c in phrases:
+        words = re.findall(r"[a-z]+", c.secret)
+        bits = "".join(f"{index[word]:011b}" for word in words)
+        n_check = len(words) // 3
+        entropy = int(bits[:-n_check], 2).to_bytes(len(words) * 4 // 3, "big")
+        digest = f"{hashlib.sha256(entropy).digest()[0]:08b}"
+        assert bits[-n_check:] == digest[:n_check], (c.id, SEED)
+
+
+def test_plain_prose_look_alikes_are_sentences_or_punctuated_lists():
+    listed = set(Mnemonic("english").wordlist)
+    for o in look_alikes():
+        if o.family != "plain_prose":
+            continue
+        # Whatever their words, no 12 of them in a row are all on the BIP39 list with only spaces between.
+        run = longest = 0
+        for token in re.findall(r"[A-Za-z]+|[^A-Za-z\s]", o.text):
+            run = run + 1 if token.lower() in listed else 0
+            longest = max(longest, run)
+        assert longest < 12, (o.id, SEED)
 
 
 @pytest.mark.parametrize("seed", [1, 987654321])

@@ -43,11 +43,9 @@ def figures(split: str) -> tuple[list[str], list[str], str]:
 def test_the_test_split_is_caught_and_its_look_alikes_are_stored() -> None:
     false_negatives, false_positives, report = figures("test")
     print(report)  # noqa: T201 - the figures are the point; docs/security.md quotes them.
-    # Kinds the detector was not tuned on. Known miss: a key with neither a name, a prefix nor a label (a Heroku
-    # key printed by its CLI is a bare UUID); at most 2 % either way.
-    secrets = sum(1 for case in fresh.secret_cases() if case.split == "test")
+    # Kinds the detector was not tuned on: every secret caught, at most 2 % of the look-alikes refused.
     look_alikes = sum(1 for case in fresh.look_alikes() if case.split == "test")
-    assert len(false_negatives) <= 0.02 * secrets, (fresh.SEED, false_negatives)
+    assert false_negatives == [], (fresh.SEED, false_negatives)
     assert len(false_positives) <= 0.02 * look_alikes, (fresh.SEED, false_positives)
 
 
@@ -71,7 +69,7 @@ def test_the_held_out_set() -> None:
         f"held-out set (seed {holdout.SEED}): {len(secrets)} secrets caught {len(secrets) - len(false_negatives)}, "
         f"{len(look_alikes)} look-alikes refused {len(false_positives)}; missed {false_negatives}"
     )
-    # Known misses: unquoted passphrases of plain words, wallet seed phrases, a token split over lines, a code
-    # with letters, a username/password pair with no word for password.
-    assert len(false_negatives) <= 8, (holdout.SEED, false_negatives)
+    # Known misses: a token split over lines, a code with letters, a code told without a verb, a username/password
+    # pair with no word for password.
+    assert len(false_negatives) <= 4, (holdout.SEED, false_negatives)
     assert len(false_positives) <= 1, (holdout.SEED, false_positives)
