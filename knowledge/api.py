@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes, ledger, selectors, services
+from knowledge.diversity import DiversityConfig
 from knowledge.schema import article_schema, search_schema
 from knowledge.serializers import (
     ArticleListIn,
@@ -82,7 +83,7 @@ class KnowledgeSearchViewSet(KnowledgeViewSet):
 
     def list(self, request: Request) -> Response:
         args = parse(KnowledgeSearchIn, _search_params(request.query_params))
-        result = selectors.knowledge_search(viewer=self.viewer, **args)
+        result = selectors.knowledge_search(viewer=self.viewer, diversity=DiversityConfig.from_settings(), **args)
         if self.principal.role == ApiKey.Role.AGENT:
             # The surfacing ledger measures what agents are shown; curators browsing are not the funnel.
             ledger.access_record_surfacing(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from knowledge.hits import SearchResult
 from knowledge.models import Article
-from knowledge.selectors import SearchResult
 from knowledge.serializers import ArticleSummaryOut
 from loopmem.outcome import outcome_for
 
@@ -28,7 +28,8 @@ def search(result: SearchResult) -> SearchEnvelope:
     """{data: [{id, title, category, tags, score, snippet}], meta} (reference §2.9); the merged recall reuses it.
 
     `semantic_path` says which read answered the semantic lane; `ann_iterative_scan` is present only when the
-    HNSW index ran (the exact read scans no index), as in memory recall.
+    HNSW index ran (the exact read scans no index), as in memory recall. `provenance`, `curated_article_id` and
+    `confidence` come from knowledge.ordering; `diversity` is present when the selector ordered the pool.
     """
     data: list[SearchHitData] = [
         {
@@ -50,12 +51,17 @@ def search(result: SearchResult) -> SearchEnvelope:
         "fallback": result.fallback,
         "fallback_reason": result.fallback_reason,
         "pool_capped": result.pool_capped,
-        # The reference's curated-resolver fields: this slice has no curated resolver, so they are always null.
+        # The reference's scope-count and remediation hints, and its importance priors: loopmem ranks without
+        # them (docs/api.md), so they stay null.
         "total_count_scope": None,
         "remediation": None,
         "importance_strength": None,
-        "provenance": None,
+        "provenance": result.provenance,
+        "curated_article_id": result.curated_article_id,
+        "confidence": result.confidence,
     }
+    if result.diversity is not None:
+        meta["diversity"] = result.diversity.as_meta()
     if result.semantic_path is not None:
         meta["semantic_path"] = result.semantic_path
     if result.ann_iterative_scan is not None:

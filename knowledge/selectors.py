@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import BinaryField, ExpressionWrapper, F, FloatField, Func, QuerySet, Value
-from numpy.typing import NDArray
+from django.db.models import ExpressionWrapper, F, FloatField, QuerySet, Value
 
-from knowledge.diversity import Vector
+from knowledge import ordering
+from knowledge.diversity import DiversityConfig
+from knowledge.hits import SearchHit, SearchResult
 from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
+from knowledge.vectors import with_vectors
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read, vector_index
 from loopmem.embeddings import QueryEmbedding
@@ -74,77 +75,7 @@ def article_visible_ids(*, viewer: Viewer, article_ids: Sequence[uuid.UUID]) -> 
     return set(Article.objects.visible_to(viewer).filter(id__in=list(article_ids)).values_list("id", flat=True))
 
 
-class VectorSend(Func):
-    """A vector column as its binary wire format (`vector_send`: int16 dims, int16 unused, big-endian float32s).
-
-    Read as text, a 1536-dim vector is ~12 KB of decimals that pgvector's Django field parses one float at a time
-    in Python: 30 candidate articles cost ~20 ms a merged recall. As bytea it is decoded by psycopg and numpy.
-    """
-
-    function = "vector_send"
-    output_field = BinaryField()
-
-
-def vector_from_send(raw: bytes | memoryview) -> NDArray[np.float64]:
-    """The float32 values `vector_send` wrote, exactly, as float64."""
-    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float64)
-
-
-@dataclass(frozen=True)
-class ArticleVector:
-    vector: Vector | None
-    content_hash: str | None
-
-
-def with_vectors(rows: QuerySet[Article]) -> QuerySet[Article]:
-    """`rows` each carrying its stored vector as `vector_bytes` (binary, see VectorSend), for `article_vector`."""
-    return rows.annotate(vector_bytes=VectorSend("embedding"))
-
-
-def article_vector(article: Article, *, model_id: str | None = None) -> ArticleVector:
-    """The vector and content hash of an article read `with_vectors`, for the merged recall's diversity selection.
-
-    With `model_id`, a vector of another model is withheld (None): vectors of different models are never
-    compared, and a candidate without a vector is never dropped by the selector.
-    """
-    raw: bytes | memoryview | None = getattr(article, "vector_bytes", None)
-    if raw is None or (model_id is not None and article.embedding_model != model_id):
-        return ArticleVector(vector=None, content_hash=article.embedding_content_hash)
-    return ArticleVector(vector=vector_from_send(raw), content_hash=article.embedding_content_hash)
-
-
 # --- search --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SearchHit:
-    """One ranked article: `score` is what the mode ranks by; the lanes' raw figures ride along."""
-
-    article: Article  # a summary: `article.snippet` holds the first 300 characters of the body
-    score: float
-    similarity: float | None = None  # max(0, 1 - cosine distance), when the semantic lane found it
-    relevance: float | None = None  # ts_rank, when the keyword lane found it
-    keyword_rank: int | None = None
-    semantic_rank: int | None = None
-
-
-@dataclass
-class SearchResult:
-    """One page of a search, plus what the API reports about how it was found."""
-
-    hits: list[SearchHit]
-    total_count: int  # the fused ranked list the page was cut from
-    limit: int
-    offset: int
-    search_id: uuid.UUID
-    search_mode: str  # keyword | semantic | combined | keyword_only (combined without an embedding)
-    fallback: bool = False
-    fallback_reason: str | None = None
-    pool_capped: bool = False  # a lane filled its pool: more matches may exist past total_count
-    semantic_path: str | None = None  # exact | ann, when the semantic lane ran
-    ann_iterative_scan: str | None = None  # only when the HNSW index ran
-    ann_iterative_scan_reason: str | None = None
-    lane_counts: dict[str, int] = field(default_factory=dict)
 
 
 def search_pool(*, limit: int, offset: int) -> int:
@@ -166,6 +97,7 @@ def knowledge_search(
     status: str = Article.Status.PUBLISHED,
     search_id: uuid.UUID | None = None,
     vectors: bool = False,
+    diversity: DiversityConfig | None = None,
 ) -> SearchResult:
     """Search the articles the viewer may see: keyword (full text), semantic (kNN) or both fused by RRF.
 
@@ -173,12 +105,16 @@ def knowledge_search(
     memory half of a merged recall), the failure it raised, or None to embed here when a mode needs it.
     Without an embedding `semantic` raises EmbeddingUnavailable (503) and `combined` degrades to the
     keyword lane with `fallback` and the failure's reason tag. `project_id` reads the global articles plus
-    that project's. `vectors` reads each hit's stored vector with it (`article_vector`). Raises HeavyReadOverloaded
-    when the tenant's heavy reads are saturated.
+    that project's. `vectors` reads each hit's stored vector with it (`knowledge.vectors.article_vector`).
+
+    The ranked list is ordered for the caller (knowledge.ordering): a curated winner is pinned first, and with
+    `diversity` the selector reorders the pool before the page is cut. Raises HeavyReadOverloaded when the
+    tenant's heavy reads are saturated.
     """
     limit = clamp(limit, 1, MAX_SEARCH_LIMIT)
     offset = max(offset, 0)
     pool = search_pool(limit=limit, offset=offset)
+    vectors = vectors or (diversity is not None and diversity.enabled)
     result = SearchResult(
         hits=[], total_count=0, limit=limit, offset=offset, search_id=search_id or uuid.uuid4(), search_mode=mode
     )
@@ -231,10 +167,24 @@ def knowledge_search(
                 result.ann_iterative_scan_reason = read.applied.iterative_scan_reason
 
     ranked = _rank(keyword_rows, semantic_rows, fused=mode == "combined" and query_embedding is not None)
+    found = ordering.curated(ranked)
+    result.provenance, result.confidence = found.provenance, found.confidence
+    result.curated_article_id = found.article_id
+    ranked = ordering.pinned_first(ranked, found.article_id)
+    if diversity is not None:
+        model_id = query_embedding.model_id if query_embedding is not None else _model_id(viewer)
+        ranked, result.diversity = ordering.diversified(
+            ranked, limit=limit, config=diversity, pinned_id=found.article_id, model_id=model_id
+        )
     result.total_count = len(ranked)
     result.pool_capped = any(count >= pool for count in result.lane_counts.values())
     result.hits = ranked[offset : offset + limit]
     return result
+
+
+def _model_id(viewer: Viewer) -> str:
+    """The model the tenant embeds with now: only its vectors are compared when the query has none."""
+    return embeddings.spec_for(Tenant.objects.get(id=viewer.tenant_id)).model_id
 
 
 def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:

@@ -13,6 +13,7 @@ from recall.services import MergedItem, RecallContext
 def recall(context: RecallContext) -> dict[str, Any]:
     """The /recall body (reference §2.7): merged items, the untouched per-source envelopes, and the ledger meta."""
     knowledge = context.knowledge
+    searched = knowledge.result
     memory_envelope = memory_envelopes.recall(context.memory)
     # The merged memory items are hits of the memory half: reuse its rendered rows.
     serialized = {
@@ -42,6 +43,11 @@ def recall(context: RecallContext) -> dict[str, Any]:
         "tokens_candidates": context.tokens_candidates,
         "tokens_saved_vs_candidates": max(context.tokens_candidates - context.tokens_selected, 0),
         "diversity": knowledge.diversity.as_meta() if knowledge.diversity else None,
+        # From the knowledge half's search (null when it could not run); no importance priors rank it, as in
+        # knowledge search's meta.
+        "provenance": searched.provenance if searched else None,
+        "confidence": searched.confidence if searched else None,
+        "importance_strength": None,
     }
     # The outcome reads both halves' reasons: the memory half's `reason` and the knowledge half's fallback.
     meta["outcome"] = outcome_for(

@@ -15,10 +15,11 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from knowledge import ledger
-from knowledge.diversity import Candidate, DiversityConfig, DiversityStats, select
+from knowledge import ledger, ordering
+from knowledge.diversity import DiversityConfig, DiversityStats, select
+from knowledge.hits import SearchHit, SearchResult
 from knowledge.models import Article
-from knowledge.selectors import SearchHit, SearchResult, article_vector, knowledge_search
+from knowledge.selectors import knowledge_search
 from knowledge.visibility import Viewer
 from loopmem import embeddings, heavy_read
 from loopmem.embeddings import QueryEmbedding
@@ -183,7 +184,7 @@ def recall_context(
         answer_confidence=answer_confidence(
             knowledge_scores=[item.score for item in merged_knowledge],
             knowledge_ids=[item.id for item in merged_knowledge],
-            curated_article_id=None,  # this slice of the wiki has no curated resolver: separation decides
+            curated_article_id=knowledge.result.curated_article_id if knowledge.result is not None else None,
         ),
         tokens_selected=sum(item.tokens_estimate for item in merged),
         tokens_candidates=sum(item.tokens_estimate for item in eligible),
@@ -276,19 +277,20 @@ def _knowledge_half(
     half = KnowledgeHalf(result=result, degraded=result.fallback, fallback_reason=result.fallback_reason)
     half.pool = [_knowledge_item(hit, degraded=half.degraded) for hit in result.hits]
     half.selected, half.diversity = _diversify(
-        scope, half.pool, config, limit=limit, session_id=session_id, model_id=model_id
+        scope,
+        half.pool,
+        config,
+        limit=limit,
+        session_id=session_id,
+        model_id=model_id,
+        pinned_id=result.curated_article_id,
     )
     half.selected.sort(key=lambda item: item.merge_key)
     return half
 
 
 def _knowledge_item(hit: SearchHit, *, degraded: bool) -> MergedItem:
-    if hit.similarity is not None:
-        score = hit.similarity
-    elif hit.relevance is not None:
-        score = hit.relevance / (hit.relevance + 1)  # squash the keyword relevance into [0, 1)
-    else:
-        score = 0.0
+    score = ordering.absolute_score(hit)
     if degraded:
         reason = "keyword_fallback"
     elif hit.relevance is not None and hit.similarity is not None:
@@ -318,21 +320,19 @@ def _diversify(
     limit: int,
     session_id: str | None,
     model_id: str,
+    pinned_id: str | None,
 ) -> tuple[list[MergedItem], DiversityStats]:
+    """The selector reduces the pool to `limit`: the curated winner pinned, what the session saw contained."""
     ids = [item.id for item in pool]
     seen = history.shown_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=ids)
-    candidates = []
-    for item in pool:
-        found = article_vector(item.hit.article, model_id=model_id) if config.enabled and item.hit else None
-        candidates.append(
-            Candidate(
-                id=item.id,
-                score=item.score or 0.0,
-                content_hash=found.content_hash if found else None,
-                vector=found.vector if found else None,
-            )
-        )
-    chosen, stats = select(candidates, limit, config, exclude_ids=seen)
+    candidates = [
+        ordering.candidate(item.hit, score=item.score or 0.0, model_id=model_id, with_vector=config.enabled)
+        for item in pool
+        if item.hit is not None
+    ]
+    pinned = [c for c in candidates if c.id == pinned_id]
+    rest = [c for c in candidates if c.id != pinned_id]
+    chosen, stats = select(rest, limit, config, exclude_ids=seen, pinned=pinned)
     by_id = {item.id: item for item in pool}
     return [by_id[c.id] for c in chosen], stats
 

@@ -317,6 +317,10 @@ KNOWLEDGE_PROPOSAL_NEIGHBORS = env_int("LOOPMEM_KNOWLEDGE_PROPOSAL_NEIGHBORS", 5
 KNOWLEDGE_SEARCH_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_POOL", 50)
 KNOWLEDGE_SEARCH_MAX_POOL = env_int("LOOPMEM_KNOWLEDGE_SEARCH_MAX_POOL", 500)
 KNOWLEDGE_RRF_K = env_int("LOOPMEM_KNOWLEDGE_RRF_K", 60)
+# A search is `curated` (its winner pinned first, merged recall's answer_confidence `answer`) when one article's
+# similarity reaches the threshold and leads every other hit's by the margin (reference §3.5; knowledge.ordering).
+KNOWLEDGE_CURATED_THRESHOLD = env_float("LOOPMEM_KNOWLEDGE_CURATED_THRESHOLD", 0.75)
+KNOWLEDGE_CURATED_MARGIN = env_float("LOOPMEM_KNOWLEDGE_CURATED_MARGIN", 0.1)
 # A caller seeing at most this many embedded candidates is searched by an exact scan (complete by
 # construction); above it, HNSW with every filter inside an iterative scan, verified filled. An exact scan
 # costs ~10-20 us per 1536-dim row (each vector is a TOAST fetch), so 500 keeps it near the HNSW read's cost.

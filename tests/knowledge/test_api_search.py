@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.test import override_settings
 
 from knowledge.models import Article
 from loopmem.errors import EmbeddingUnavailable, InvalidProjectId
@@ -42,6 +43,8 @@ def test_keyword_mode_ranks_full_text_matches_by_relevance(agent, corpus):
     assert hit["snippet"] == CORPUS["Blue green deploys"]
     meta = body["meta"]
     uuid.UUID(meta.pop("search_id"))
+    assert meta.pop("confidence") == pytest.approx(scores[0] / (scores[0] + 1))  # the best relevance, squashed
+    assert meta.pop("diversity")["selected"] == 2
     assert meta == {
         "total_count": 2,
         "limit": 10,
@@ -53,7 +56,8 @@ def test_keyword_mode_ranks_full_text_matches_by_relevance(agent, corpus):
         "total_count_scope": None,
         "remediation": None,
         "importance_strength": None,
-        "provenance": None,
+        "provenance": "retrieved",  # the keyword lane has no similarity: never curated
+        "curated_article_id": None,
         "outcome": "success",
     }
 
@@ -73,6 +77,7 @@ def test_semantic_mode_ranks_every_visible_article_by_similarity(agent, corpus):
     assert "ann_iterative_scan" not in meta  # the exact read scans no index
 
 
+@override_settings(RECALL_DIVERSITY_ENABLED=False)  # the fusion's own order (the selector reorders it: below)
 def test_combined_mode_fuses_the_lanes_by_reciprocal_rank(agent, corpus):
     body = search(agent, "smoke test router")
     assert body["meta"]["search_mode"] == "combined"

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from knowledge.models import Article
-from knowledge.selectors import article_vector, knowledge_search, with_vectors
+from knowledge.selectors import knowledge_search
+from knowledge.vectors import article_vector, with_vectors
 from knowledge.visibility import Viewer
 from loopmem import embeddings
 from tests.factories import ArticleFactory

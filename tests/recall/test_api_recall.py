@@ -229,6 +229,7 @@ def test_a_session_is_not_shown_the_same_article_twice_while_others_remain(agent
     assert ids(recall(agent, "deploy", limit=2)) == ids(first)
 
 
+@override_settings(KNOWLEDGE_CURATED_THRESHOLD=2.0)  # no curated winner here: the floor alone readmits (see below)
 def test_when_everything_was_seen_the_floor_readmits_the_best(agent, tenant):
     article(tenant, "Deploy note", "deploy")
     recall(agent, "deploy", session_id="s")
@@ -277,3 +278,57 @@ def test_an_unknown_or_foreign_project_on_a_read_is_never_written_as_attribution
         rows = ArticleAccessEvent.objects.filter(origin_search_id=body["meta"]["recall_id"])
         assert rows.exists()
         assert set(rows.values_list("project_id", flat=True)) == {None}
+
+
+# --- The curated winner (knowledge.ordering) -----------------------------------------------------------------
+
+
+@pytest.fixture
+def clear_winner(tenant):
+    """One article is the query's meaning (similarity 1.0), far ahead of the others."""
+    [vector] = embeddings.HashingEmbedder().embed(["roll back a release"])
+    winner = article(tenant, "Zebra handbook", "crossing stripes", embedding=vector)
+    for text in ("quarterly budget review", "printer toner supplier"):
+        article(tenant, text.title(), text)
+    return winner
+
+
+def test_a_curated_winner_answers_even_alone_and_its_provenance_and_confidence_are_in_meta(agent, clear_winner):
+    body = recall(agent, "roll back a release", limit=1)
+    [item] = body["data"]
+    assert item["article"]["id"] == str(clear_winner.id)
+    meta = body["meta"]
+    # One knowledge row has no separation to measure (weak); the curated branch makes it an answer.
+    assert (meta["provenance"], meta["answer_confidence"]) == ("curated", "answer")
+    assert meta["confidence"] == pytest.approx(1.0)
+    assert meta["importance_strength"] is None
+    knowledge_meta = body["knowledge"]["meta"]
+    assert (knowledge_meta["provenance"], knowledge_meta["curated_article_id"]) == ("curated", str(clear_winner.id))
+
+
+def test_without_a_curated_winner_the_provenance_is_retrieved(agent, corpus):
+    meta = recall(agent, "coffee")["meta"]
+    assert (meta["provenance"], meta["importance_strength"]) == ("retrieved", None)
+    assert 0.0 < meta["confidence"] <= 1.0
+
+
+def test_the_curated_winner_is_pinned_past_containment(agent, clear_winner):
+    first = recall(agent, "roll back a release", limit=1, session_id="task")
+    again = recall(agent, "roll back a release", limit=1, session_id="task")
+    assert (
+        [item["article"]["id"] for item in again["data"]]
+        == [str(clear_winner.id)]
+        == [item["article"]["id"] for item in first["data"]]
+    )
+    assert again["meta"]["diversity"]["readmitted_already_seen"] == 0  # pinned, not readmitted by the floor
+
+
+def test_a_failed_knowledge_half_has_no_provenance(agent, corpus, monkeypatch):
+    from recall import services
+
+    def broken(**kwargs):
+        raise RuntimeError("knowledge is down")
+
+    monkeypatch.setattr(services, "knowledge_search", broken)
+    meta = recall(agent, "deploy pipeline")["meta"]
+    assert (meta["provenance"], meta["confidence"], meta["importance_strength"]) == (None, None, None)

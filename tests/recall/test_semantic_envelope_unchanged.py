@@ -2,7 +2,9 @@
 
 `semantic_envelope_v1.json` holds the raw response bodies the service answered before the `mode` field existed
 (recorded from commit 92cd868 on the fixed corpus below), with only what differs from run to run (ids, timestamps)
-replaced by stable placeholders. A changed key, order, float or default fails here.
+replaced by stable placeholders. A changed key, order, float or default fails here. The file changes only by
+additions: merged recall's `provenance`, `confidence` and `importance_strength`, and the knowledge meta's
+`curated_article_id` and `confidence`, were added to it (and `provenance`, null until a resolver existed, filled).
 """
 
 from __future__ import annotations
