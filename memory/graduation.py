@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import uuid
 from collections import Counter
 from typing import Literal
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from knowledge.models import MAX_TITLE_LENGTH, Article
@@ -32,7 +31,7 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.models import SecretPolicy
+from loopmem.models import SecretPolicy, Tenant
 from loopmem.params import path_id
 from loopmem.scope import Scope
 from loopmem.secret_policy import apply_secret_policy
@@ -159,9 +158,7 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
     cap = max_per_run if isinstance(max_per_run, int) and max_per_run > 0 else settings.GRADUATION_MAX_PER_RUN
     threshold = settings.GRADUATION_RECALL_THRESHOLD
     hot = Memory.objects.filter(recall_count__gte=threshold, graduated_at__isnull=True, superseded_by__isnull=True)
-    tenant_ids = list(hot.values_list("tenant_id", flat=True).distinct())
-    random.shuffle(tenant_ids)
-    tenant_ids = tenant_ids[: min(settings.GRADUATION_SCAN_LIMIT, cap)]
+    tenant_ids = _sampled_tenants(hot, limit=min(settings.GRADUATION_SCAN_LIMIT, cap))
     per_tenant = math.ceil(cap / len(tenant_ids)) if tenant_ids else 0
     queues = [
         list(
@@ -201,6 +198,13 @@ def memory_graduation_sweep(*, max_per_run: int | None = None) -> dict[str, int]
     }
     logger.info("memory_graduation.swept %s", summary)
     return summary
+
+
+def _sampled_tenants(hot: QuerySet[Memory], *, limit: int) -> list[uuid.UUID]:
+    """Up to `limit` random tenants holding hot memories, sampled in SQL (`ORDER BY random() LIMIT`): the sweep
+    never loads every tenant id, however many there are."""
+    tenants = Tenant.objects.filter(id__in=hot.values("tenant_id")).order_by("?").values_list("id", flat=True)
+    return list(tenants[:limit])
 
 
 def _round_robin(queues: list[list[tuple[uuid.UUID, str, uuid.UUID]]]) -> list[list[tuple[uuid.UUID, str, uuid.UUID]]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
 from django.db import connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import Article
 from loopmem import embeddings
@@ -263,6 +265,22 @@ def test_the_sweep_is_fair_across_tenants_and_honours_max_per_run(tenant, other_
     assert set(Article.objects.values_list("tenant_id", flat=True)) == {tenant.id, other_tenant.id}
     # Hottest first within a tenant.
     assert Memory.objects.get(tenant=tenant, recall_count=12).graduated_at is not None
+
+
+def test_the_sweep_samples_its_tenants_in_sql_and_never_loads_them_all(tenant, other_tenant):
+    for owner in (tenant, other_tenant):
+        hot(owner, "a", f"{owner.slug} keeps its release checklist in the wiki", 5)
+    with override_settings(GRADUATION_SCAN_LIMIT=1), CaptureQueriesContext(connections["default"]) as captured:
+        summary = memory_graduation_sweep()
+    assert (summary["candidates"], summary["created"]) == (1, 1)  # one tenant sampled, its memory graduated
+    [sample] = [q["sql"] for q in captured.captured_queries if 'FROM "tenants"' in q["sql"] and "RANDOM()" in q["sql"]]
+    assert re.search(r"ORDER BY RANDOM\(\) ASC LIMIT 1\b", sample), sample
+    assert 'FROM "memories"' in sample  # the hot memories are a subquery of the sample, not a list read first
+    assert not [q for q in captured.captured_queries if "DISTINCT" in q["sql"] and "tenant_id" in q["sql"]]
+    # The other tenant is graduated by a later run.
+    with override_settings(GRADUATION_SCAN_LIMIT=1):
+        assert memory_graduation_sweep()["created"] == 1
+    assert Article.objects.values("tenant_id").distinct().count() == 2
 
 
 def test_the_sweep_never_stamps_gate_unavailable(tenant, monkeypatch):
