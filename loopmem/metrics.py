@@ -56,6 +56,9 @@ PROMOTION_QUARANTINED = Counter(
 PROMOTION_COMPILE_SECONDS = Histogram(
     "loopmem_promotion_compile_seconds", "Session compile latency by compiler", ["compiler"], buckets=_BUCKETS
 )
+RECALL_BUMPS_DROPPED = Counter(
+    "loopmem_recall_bumps_dropped", "Recall-count bumps dropped: RECALL_BUMP_MAX_TASKS bump tasks were already waiting"
+)
 GRADUATIONS = Counter("loopmem_graduations", "Graduation attempts by outcome (the verdict, or the error)", ["outcome"])
 RATE_LIMIT_REJECTIONS = Counter(
     "loopmem_rate_limit_rejections", "Requests refused with 429 rate_limited, by the limit hit", ["limit"]

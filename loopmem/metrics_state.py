@@ -12,10 +12,8 @@ from django.core.cache import cache
 from prometheus_client.core import GaugeMetricFamily
 
 from loopmem import embedding_queue, metrics
+from loopmem import queue as queue_module
 from loopmem.heavy_read import redis_client
-
-# kombu's Redis transport keeps a queue's prioritised messages in sibling lists: name, name\x06\x163, ...
-_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 def redis_state() -> Iterable[GaugeMetricFamily]:
@@ -39,8 +37,8 @@ def redis_state() -> Iterable[GaugeMetricFamily]:
     depth: dict[str, float] = {}
     for queue in settings.CELERY_QUEUE_NAMES:
         pipe = client.pipeline()
-        for suffix in _PRIORITY_SUFFIXES:
-            pipe.llen(queue + suffix)
+        for name in queue_module.broker_lists(queue):
+            pipe.llen(name)
         depth[queue] = float(sum(pipe.execute()))
     yield metrics.gauge("loopmem_celery_queue_depth", "Messages waiting in each Celery queue", "queue", depth)
     yield _embedding_queue(client)

@@ -52,3 +52,12 @@ def send_now(task_name: str, args: tuple[Any, ...], *, countdown: float = 0) -> 
         logger.warning("could not enqueue %s%r; its sweep will pick it up", task_name, args, exc_info=True)
         return False
     return True
+
+
+# kombu's Redis transport keeps a queue's prioritised messages in sibling lists: name, name\x06\x163, ...
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+def broker_lists(queue: str) -> list[str]:
+    """The Redis lists holding `queue`'s waiting messages: the sum of their LLENs is the queue's depth."""
+    return [queue + suffix for suffix in _PRIORITY_SUFFIXES]

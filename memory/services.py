@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from loopmem import embedding_queue, embeddings
+from loopmem import embedding_queue, embeddings, metrics
 from loopmem.audit import Actor, Removed, audit_record
 from loopmem.embedding_pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
@@ -33,7 +33,7 @@ from loopmem.errors import (
 from loopmem.heavy_read import redis_client
 from loopmem.models import DeletionAudit
 from loopmem.params import path_id
-from loopmem.queue import send
+from loopmem.queue import broker_lists, send
 from loopmem.scope import Scope
 from loopmem.secret_policy import SecretReport, apply_secret_policy
 from memory.models import Memory, MemoryQuerySet, SessionTurn
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 EMBED_MEMORY_TASK = "memory.tasks.embed_memory_task"
 EMBED_PENDING_MEMORIES_TASK = "memory.tasks.embed_pending_memories_task"
 BUMP_RECALL_COUNTS_TASK = "memory.tasks.bump_recall_counts_task"
+BUMP_QUEUE = "default"  # the bump is the only task routed there (settings.CELERY_TASK_ROUTES): its depth is the backlog
 # The advisory lock class of the per-subject quota; the second key is the (tenant, subject) hash.
 _QUOTA_LOCK_CLASS = zlib.crc32(b"loopmem_memory_long_term_quota") - 2**31
 
@@ -581,18 +582,34 @@ def recall_bump_key(tenant_id: uuid.UUID, memory_id: object) -> str:
 
 
 def _bump_admitted(tenant_id: uuid.UUID, memory_ids: list[str]) -> list[str]:
-    """The ids not bumped within the cooldown, by one pipelined SET NX per id (one round trip)."""
+    """The ids not bumped within the cooldown, by one pipelined SET NX per id (one round trip).
+
+    None while RECALL_BUMP_MAX_TASKS bump tasks already wait on their queue (read in the same round trip): a burst
+    of recalls never queues an unbounded backlog of bookkeeping. The dropped bump's cooldown keys are released, so
+    a later recall counts; the drop is counted in loopmem_recall_bumps_dropped.
+    """
     if not memory_ids:
         return []
     cooldown = settings.RECALL_BUMP_COOLDOWN_SECONDS
+    async_mode = settings.RECALL_BUMP_MODE != "sync"  # inline bumps queue nothing
     try:
-        pipe = redis_client().pipeline()
+        client = redis_client()
+        pipe = client.pipeline()
+        lists = broker_lists(BUMP_QUEUE) if async_mode else []
+        for name in lists:
+            pipe.llen(name)
         for memory_id in memory_ids:
             pipe.set(recall_bump_key(tenant_id, memory_id), 1, nx=True, ex=cooldown)
-        admitted = pipe.execute()
+        replies = pipe.execute()
+        waiting, admitted = sum(replies[: len(lists)]), replies[len(lists) :]
+        ids = [memory_id for memory_id, ok in zip(memory_ids, admitted, strict=True) if ok]
+        if ids and waiting >= settings.RECALL_BUMP_MAX_TASKS:
+            client.delete(*(recall_bump_key(tenant_id, memory_id) for memory_id in ids))
+            metrics.RECALL_BUMPS_DROPPED.inc()
+            return []
     except (redis.RedisError, OSError):
         return memory_ids  # fail open: the conditional UPDATE still enforces the cooldown
-    return [memory_id for memory_id, ok in zip(memory_ids, admitted, strict=True) if ok]
+    return ids
 
 
 def memory_bump_recall_counts(*, tenant_id: uuid.UUID, memory_ids: list[str]) -> int:

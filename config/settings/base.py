@@ -162,6 +162,8 @@ CELERY_TASK_ROUTES = {
     "memory.tasks.prune_session_turns_task": {"queue": "sweeps"},
     "knowledge.tasks.retrieval_metrics_task": {"queue": "sweeps"},
     "privacy.tasks.retention_prune_task": {"queue": "sweeps"},
+    # Alone on `default`, so that queue's depth is the bump backlog RECALL_BUMP_MAX_TASKS bounds.
+    "memory.tasks.bump_recall_counts_task": {"queue": "default"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Workers log through LOGGING below (JSON lines with the request id in production), not Celery's own format.
@@ -333,6 +335,9 @@ RECALL_BUMP_MIN_SCORE = env_float("LOOPMEM_RECALL_BUMP_MIN_SCORE", 0.6)
 RECALL_BUMP_COOLDOWN_SECONDS = env_int("LOOPMEM_RECALL_BUMP_COOLDOWN_SECONDS", 3600)
 # "async": a Celery task off the request path (dropped, never blocking, when the broker is down); "sync": inline.
 RECALL_BUMP_MODE = env_str("LOOPMEM_RECALL_BUMP_MODE", "async")
+# At most this many bump tasks wait on their queue; a recall past that drops its bump (reference
+# memory_recall_bump_max_tasks: a burst of recalls never queues an unbounded backlog of bookkeeping).
+RECALL_BUMP_MAX_TASKS = env_int("LOOPMEM_RECALL_BUMP_MAX_TASKS", 200)
 GRADUATION_RECALL_THRESHOLD = env_int("LOOPMEM_GRADUATION_RECALL_THRESHOLD", 3)
 GRADUATION_MAX_PER_RUN = env_int("LOOPMEM_GRADUATION_MAX_PER_RUN", 50)
 GRADUATION_SCAN_LIMIT = env_int("LOOPMEM_GRADUATION_SCAN_LIMIT", 500)

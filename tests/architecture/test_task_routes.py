@@ -40,3 +40,12 @@ def test_every_registered_task_routes_to_a_declared_queue():
 
 def test_a_worker_started_without_queues_consumes_all_of_them():
     assert set(current_app.amqp.queues) == set(settings.CELERY_QUEUE_NAMES)
+
+
+def test_the_recall_bump_is_alone_on_its_queue():
+    # Its queue's depth is the bump backlog RECALL_BUMP_MAX_TASKS bounds (memory.services._bump_admitted).
+    from memory.services import BUMP_QUEUE, BUMP_RECALL_COUNTS_TASK
+
+    current_app.loader.import_default_modules()
+    ours = [name for name in current_app.tasks if name.split(".")[0] in ("memory", "knowledge", "loopmem", "privacy")]
+    assert [name for name in ours if queue_of(name) == BUMP_QUEUE] == [BUMP_RECALL_COUNTS_TASK]

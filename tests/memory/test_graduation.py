@@ -9,9 +9,12 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from prometheus_client import REGISTRY
 
 from knowledge.models import Article
 from loopmem import embeddings
+from loopmem.heavy_read import redis_client
+from loopmem.queue import broker_lists
 from loopmem.scope import Scope
 from memory import graduation, services
 from memory.graduation import memory_graduation_sweep
@@ -83,6 +86,23 @@ def test_the_async_mode_leaves_the_request_path(agent, memory, sent_tasks):
     assert sent_tasks == [("memory.tasks.bump_recall_counts_task", (memory["tenant_id"], [memory["id"]]))]
     assert Memory.objects.get(id=memory["id"]).recall_count == 0
     assert tasks.bump_recall_counts_task(*sent_tasks[0][1]) == 1
+
+
+@override_settings(RECALL_BUMP_MODE="async", RECALL_BUMP_MAX_TASKS=2)
+def test_a_full_bump_queue_drops_the_bump_and_frees_its_cooldown(agent, memory, sent_tasks):
+    client = redis_client()
+    dropped = lambda: REGISTRY.get_sample_value("loopmem_recall_bumps_dropped_total") or 0.0  # noqa: E731
+    before = dropped()
+    client.rpush(services.BUMP_QUEUE, "waiting-1", "waiting-2")  # two bump messages not yet taken by a worker
+    try:
+        recall(agent, TEXT)
+        assert sent_tasks == []
+        assert dropped() == before + 1
+        client.delete(*broker_lists(services.BUMP_QUEUE))  # the workers caught up
+        recall(agent, TEXT)  # the dropped bump held no cooldown: this recall counts
+        assert sent_tasks == [("memory.tasks.bump_recall_counts_task", (memory["tenant_id"], [memory["id"]]))]
+    finally:
+        client.delete(*broker_lists(services.BUMP_QUEUE))
 
 
 def test_merged_recall_bumps_too(agent, memory):
