@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -231,3 +232,32 @@ def retrieval_metrics_run(*, day: date | None = None) -> int:
         retrieval_metrics_compute(tenant_id=tenant_id, day=day)
         count += 1
     return count
+
+
+SNAPSHOT_LIST_LIMIT = 30
+SNAPSHOT_LIST_MAX = 365
+
+
+@dataclass(frozen=True)
+class SnapshotPage:
+    rows: list[RetrievalMetricsSnapshot]
+    total_count: int
+    limit: int
+    offset: int
+
+
+def retrieval_metrics_list(
+    *, tenant_id: uuid.UUID | None = None, limit: int = SNAPSHOT_LIST_LIMIT, offset: int = 0
+) -> SnapshotPage:
+    """Stored snapshots, newest day first (then tenant, window): one tenant's, or every tenant's.
+
+    `limit` is clamped to [1, 365] and `offset` to ≥ 0, as the reference's `list_snapshots`.
+    """
+    limit, offset = min(max(limit, 1), SNAPSHOT_LIST_MAX), max(offset, 0)
+    rows = RetrievalMetricsSnapshot.objects.all()
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    ordered = rows.order_by("-day", "tenant_id", "window_seconds")
+    return SnapshotPage(
+        rows=list(ordered[offset : offset + limit]), total_count=rows.count(), limit=limit, offset=offset
+    )

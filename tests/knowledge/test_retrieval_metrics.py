@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from celery.schedules import crontab
+from django.core.management import CommandError, call_command
 
 from config.celery import app
 from knowledge import tasks
@@ -100,3 +103,41 @@ def test_beat_runs_it_daily_at_0430_and_sweeps_embeddings_every_five_minutes():
     sweep = schedule["knowledge-embedding-sweep"]
     assert sweep["task"] == "knowledge.tasks.article_embedding_sweep_task"
     assert sweep["schedule"] == crontab(minute="2-59/5")
+
+
+# --- The read path: manage.py retrieval_metrics ------------------------------------------------------------
+
+
+def _metrics(*args):
+    out = io.StringIO()
+    call_command("retrieval_metrics", "--json", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_the_command_lists_snapshots_newest_day_first(tenant, other_tenant, ledger):
+    for offset in range(3):
+        retrieval_metrics_compute(tenant_id=tenant.id, day=DAY - timedelta(days=offset))
+    retrieval_metrics_compute(tenant_id=other_tenant.id, day=DAY)
+    body = _metrics("--tenant", tenant.slug)
+    assert [row["day"] for row in body["data"]] == ["2026-11-30", "2026-11-29", "2026-11-28"]
+    assert body["meta"] == {"limit": 30, "offset": 0, "total_count": 3}
+    newest = body["data"][0]
+    assert (newest["tenant_id"], newest["searched"], newest["followed_through"], newest["referenced"]) == (
+        str(tenant.id), 3, 1, 1,
+    )  # fmt: skip
+    assert newest["precision"] == pytest.approx(1 / 3)
+    page = _metrics("--tenant", str(tenant.id), "--limit", "1", "--offset", "1")
+    assert ([row["day"] for row in page["data"]], page["meta"]["total_count"]) == (["2026-11-29"], 3)
+    assert _metrics()["meta"]["total_count"] == 4  # every tenant's
+    assert _metrics("--limit", "0")["meta"]["limit"] == 1  # clamped to [1, 365]
+    assert _metrics("--limit", "9999")["meta"]["limit"] == 365
+
+
+def test_the_command_computes_a_day_then_lists(tenant, ledger, capsys):
+    body = _metrics("--compute", DAY.isoformat())
+    assert body["meta"]["computed"] == 1
+    assert [(row["day"], row["searched"]) for row in body["data"]] == [("2026-11-30", 3)]
+    call_command("retrieval_metrics", "--tenant", tenant.slug)
+    assert "2026-11-30 tenant" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="validation_failed"):
+        call_command("retrieval_metrics", "--compute", "yesterday")
