@@ -217,9 +217,21 @@ _HEROKU_ID_WORD = re.compile(
 )
 
 
-def _heroku_key(match: re.Match[str]) -> bool:
-    gap = match.group("gap")
-    return bool(_CREDENTIAL_WORD.search(gap)) and not _HEROKU_ID_WORD.search(gap)
+_UUID_TOKEN = re.compile(
+    r"(?<![0-9A-Za-z-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9A-Za-z-])"
+)
+
+
+def _heroku_key(match: re.Match[str]) -> tuple[int, int] | None:
+    # The UUID is searched for in the rest of the line (at most 60 characters away) rather than by a lazy gap in
+    # the regex, which tried the UUID at every position after every "heroku".
+    text, after = match.string, match.end()
+    line_end = text.find("\n", after, after + 100)
+    uuid = _UUID_TOKEN.search(text, after, min(len(text), after + 100) if line_end == -1 else line_end)
+    if uuid is None or uuid.start() - after > 60:
+        return None
+    gap = text[after : uuid.start()]
+    return uuid.span() if _CREDENTIAL_WORD.search(gap) and not _HEROKU_ID_WORD.search(gap) else None
 
 
 _PLACEHOLDER = secret_structure.PLACEHOLDER
@@ -331,15 +343,7 @@ _OWN_SPECIFIC: tuple[Form, ...] = (
     # (devcenter.heroku.com/articles/authentication); like gitleaks' heroku rule, one is a key only beside
     # the word "heroku", and here also a word for a credential between the two on the same line. A UUID
     # named as an app's, dyno's or release's id is not one.
-    Form(
-        "heroku_api_key",
-        re.compile(
-            r"(?i)heroku(?P<gap>[^\n]{0,60}?)(?<![0-9a-f-])"
-            r"(?P<value>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-z-])"
-        ),
-        _where("value", _heroku_key),
-        keywords=("heroku",),
-    ),
+    Form("heroku_api_key", re.compile(r"(?i)heroku(?=[^\n]{0,100})"), _heroku_key, keywords=("heroku",)),
     # A PuTTY private key file (PPK v2 and v3, the.earth.li/~sgtatham/putty/latest/htmldoc/AppendixC.html): from
     # its header to its closing `Private-MAC` line.
     Form(

@@ -129,8 +129,8 @@ ADVERSARIAL_PREFIXES = (
     *("eyJ", "//", "sk-", "xoxb-1-", "ghp_", "-----BEGIN RSA PRIVATE KEY-----", "password: "),
     # The structural and prose forms' own worst cases: a name whose value runs on, a noun with no value.
     *("key=", "pw ", "authorization: "),
-    # Words: a run of BIP39 words of no seed's length, passphrase openings, "heroku" and a credential word.
-    *("abandon ability ", "the passphrase is tundra ", "heroku token "),
+    # Words: a run of BIP39 words of no seed's length, passphrase openings, "heroku" with no key after it.
+    *("abandon ability ", "the passphrase is tundra ", "heroku "),
 )
 
 
