@@ -8,7 +8,9 @@ import time
 import uuid
 from argparse import ArgumentParser
 from typing import Any
+from unittest import mock
 
+import redis.connection
 from django.core.management.base import CommandError
 from django.test import RequestFactory
 from rest_framework.authentication import BaseAuthentication
@@ -24,8 +26,9 @@ from loopmem.ratelimit import ApiKeyRateThrottle
 class Command(OperatorCommand):
     help = (
         "Time ApiKeyRateThrottle.allow_request, call by call, for a fresh key of an unsaved tenant whose limit is "
-        "never reached (both windows counted, nothing refused): mean and p50/p95/p99 in microseconds. Uses this "
-        "process's Redis (its counters expire after a minute); no database rows. Prints the load average."
+        "never reached (both windows counted, nothing refused): mean and p50/p95/p99 in microseconds, and the Redis "
+        "round trips each call makes. Uses this process's Redis (its counters expire after a minute); no database "
+        "rows. Prints the load average."
     )
 
     def add_command_arguments(self, parser: ArgumentParser) -> None:
@@ -37,6 +40,7 @@ class Command(OperatorCommand):
         summary = {
             "calls": len(per_call_us),
             "per_call_us": _summary(per_call_us),
+            "redis_round_trips_per_call": round_trips_per_call(calls=100),
             "load_average_before": load_before,
             "load_average_after": _load(),
         }
@@ -53,13 +57,15 @@ class _Authenticated(BaseAuthentication):
         return self.principal, None
 
 
-def measure(*, calls: int) -> list[float]:
-    """Microseconds of each `allow_request`, after a warm-up that opens the connection and loads any script."""
+def _counted_request() -> Request:
     tenant = Tenant(id=uuid.uuid4(), slug="bench-ratelimit", rate_limit_requests_per_minute=10_000_000)
     principal = Principal(api_key=ApiKey(id=uuid.uuid4(), tenant=tenant, role=ApiKey.Role.AGENT), tenant=tenant)
-    throttle = ApiKeyRateThrottle()
-    http_request = RequestFactory().post("/api/v1/memory/recall")
-    request = Request(http_request, authenticators=[_Authenticated(principal)])
+    return Request(RequestFactory().post("/api/v1/memory/recall"), authenticators=[_Authenticated(principal)])
+
+
+def measure(*, calls: int) -> list[float]:
+    """Microseconds of each `allow_request`, after a warm-up that opens the connection and loads any script."""
+    throttle, request = ApiKeyRateThrottle(), _counted_request()
     for _ in range(50):
         throttle.allow_request(request, None)
     timings = []
@@ -70,6 +76,25 @@ def measure(*, calls: int) -> list[float]:
     if redis_outage.is_down():
         raise CommandError("Redis did not answer: these figures would time the limiter failing open, not counting")
     return timings
+
+
+def round_trips_per_call(*, calls: int) -> float:
+    """Redis round trips per `allow_request` (untimed): writes to a socket, so a pipeline or a script counts once."""
+    throttle, request = ApiKeyRateThrottle(), _counted_request()
+    for _ in range(5):
+        throttle.allow_request(request, None)
+    sent = 0
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(connection: Any, command: Any, check_health: bool = True) -> None:
+        nonlocal sent
+        sent += 1
+        send(connection, command, check_health)
+
+    with mock.patch.object(redis.connection.AbstractConnection, "send_packed_command", counting):
+        for _ in range(calls):
+            throttle.allow_request(request, None)
+    return round(sent / calls, 2)
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -90,5 +115,6 @@ def render(summary: dict[str, Any]) -> str:
     return (
         f"{summary['calls']} calls of ApiKeyRateThrottle.allow_request; load average before "
         f"{summary['load_average_before']}, after {summary['load_average_after']}\n"
-        f"per call (us): mean {f['mean']}  p50 {f['p50']}  p95 {f['p95']}  p99 {f['p99']}"
+        f"per call (us): mean {f['mean']}  p50 {f['p50']}  p95 {f['p95']}  p99 {f['p99']}; "
+        f"Redis round trips per call: {summary['redis_round_trips_per_call']}"
     )
