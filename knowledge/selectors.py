@@ -172,7 +172,9 @@ def knowledge_search(
     result.curated_article_id = found.article_id
     ranked = ordering.pinned_first(ranked, found.article_id)
     if diversity is not None:
-        model_id = query_embedding.model_id if query_embedding is not None else _model_id(viewer)
+        model_id = None
+        if diversity.enabled:
+            model_id = query_embedding.model_id if query_embedding is not None else _model_id(viewer)
         ranked, result.diversity = ordering.diversified(
             ranked, limit=limit, config=diversity, pinned_id=found.article_id, model_id=model_id
         )

@@ -37,8 +37,9 @@ MULTI_SHARD_STATEMENTS = {
     'SELECT DISTINCT "articles"."tenant_id" AS "tenant_id", "articles"."embedding_model"': (
         "article embedding sweep (every 5 min): the same for articles"
     ),
-    'SELECT DISTINCT "memories"."tenant_id" AS "tenant_id" FROM "memories" WHERE ("memories"."graduated_at" IS NULL': (
-        "graduation sweep (hourly): tenants with hot memories"
+    'SELECT "tenants"."id" AS "id" FROM "tenants" WHERE "tenants"."id" IN (SELECT U0."tenant_id" AS "tenant_id" FROM '
+    '"memories" U0 WHERE (U0."graduated_at" IS NULL': (
+        "graduation sweep (hourly): a random sample of the tenants with hot memories (ORDER BY random() LIMIT)"
     ),
     'SELECT DISTINCT "article_access_events"."tenant_id"': (
         "retrieval metrics (daily): tenants with ledger rows on the day"
