@@ -8,7 +8,6 @@ different models are never compared.
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import hashlib
 import logging
@@ -224,25 +223,10 @@ class OpenAIEmbedder:
             raise EmbeddingRequestFailed(str(exc)) from exc
         except openai.APIStatusError as exc:
             header = exc.response.headers.get("retry-after") if exc.response is not None else None
-            retry_after = _retry_after_seconds(header)
+            retry_after = providers.retry_after_seconds(header)
             raise EmbeddingProviderError(exc.status_code, str(exc), retry_after=retry_after) from exc
         ordered = sorted(response.data, key=lambda item: item.index)
         return [list(item.embedding) for item in ordered]
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After in seconds: delta-seconds or an HTTP-date (RFC 9110 allows both); None if unreadable."""
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
 
 
 PROVIDERS: dict[str, Callable[[EmbedderSpec], Embedder]] = {

@@ -133,8 +133,8 @@ def complete_json(spec: LLMSpec, *, system: str, user: str) -> str:
     except openai.APIConnectionError as exc:
         raise LLMRequestFailed(str(exc)) from exc
     except openai.RateLimitError as exc:
-        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
-        raise LLMRateLimited(str(exc), retry_after=float(retry_after) if retry_after else None) from exc
+        header = exc.response.headers.get("retry-after") if exc.response is not None else None
+        raise LLMRateLimited(str(exc), retry_after=providers.retry_after_seconds(header)) from exc
     except openai.APIStatusError as exc:
         raise LLMProviderError(exc.status_code, str(exc)) from exc
     choice = response.choices[0] if response.choices else None

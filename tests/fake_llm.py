@@ -31,6 +31,7 @@ class FakeLLM:
     reply: str = "[]"
     replies: list[str] = field(default_factory=list)
     status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)  # sent with a failure (`status` other than 200)
     delay: float = 0.0
     json_mode: str = "openai"
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -53,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.delay:
             time.sleep(fake.delay)
         if fake.status != 200:
-            self._send(fake.status, {"error": {"message": "fake failure", "type": "server_error"}})
+            self._send(fake.status, {"error": {"message": "fake failure", "type": "server_error"}}, fake.headers)
             return
         refusal = _json_mode_refusal(fake.json_mode, body)
         if refusal is not None:
@@ -80,9 +81,11 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()

@@ -3,7 +3,9 @@ the fail-closed parser where it does not (a loopback server plays each one; see 
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 
 import pytest
 
@@ -95,3 +97,23 @@ def test_a_tenant_on_a_server_without_json_mode_promotes_end_to_end(agent, tenan
     assert outcome.outcome == "promoted"
     assert sorted(Memory.objects.values_list("text", flat=True)) == sorted([RESHIP, ESCALATE])
     assert PromotionJob.objects.get().compiler == "openai"
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [("3", (3.0, 3.0)), ("in a bit", None), ("inf", None), ("-5", None), ("HTTP-date", (0.0, 2.0))],
+)
+def test_a_rate_limited_llm_reports_its_retry_after_in_either_form(fake_llm, retry_after, expected):
+    # RFC 9110 allows seconds or an HTTP-date; an unreadable or unusable value is no hint, never a crash.
+    if retry_after == "HTTP-date":
+        retry_after = email.utils.formatdate(time.time() + 1, usegmt=True)
+    fake_llm.status, fake_llm.headers = 429, {"retry-after": retry_after}
+    spec = llm.LLMSpec(provider="openai", model="m", base_url=fake_llm.url, api_key="sk-local")
+    with pytest.raises(llm.LLMRateLimited) as caught:
+        llm.complete_json(spec, system="s", user="u")
+    if expected is None:
+        assert caught.value.retry_after is None
+    else:
+        low, high = expected
+        assert caught.value.retry_after is not None
+        assert low <= caught.value.retry_after <= high
