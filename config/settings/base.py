@@ -120,7 +120,8 @@ REDIS_TIMEOUT_SECONDS = env_float("LOOPMEM_REDIS_TIMEOUT_SECONDS", 0.5)
 REDIS_RETRY_AFTER_SECONDS = env_float("LOOPMEM_REDIS_RETRY_AFTER_SECONDS", 5.0)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Django's RedisCache with a reused client and a one-round-trip incr: the rate limiter's hot path.
+        "BACKEND": "loopmem.redis_cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "loopmem",
         # Short timeouts: a Redis outage must degrade (fail open), not hang requests.
