@@ -1,4 +1,4 @@
-"""Per-key and per-tenant request limits: two fixed-window counters in the cache's Redis, one round trip.
+"""Per-key and per-tenant request limits: django-ratelimit's fixed windows on the Django cache (Redis).
 
 Superadmin keys are exempt. When Redis cannot be reached the limiter fails open and logs: an outage
 of Redis must never turn into failed requests.
@@ -6,15 +6,13 @@ of Redis must never turn into failed requests.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django_ratelimit.core import get_usage
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -24,28 +22,16 @@ from loopmem.principal import Principal
 
 _STATUS_ATTR = "loopmem_ratelimit"
 
-# The limits are per minute. A window opens at the first request that finds no counter and lasts this long. A
-# fixed window is enough for what the limits are for (stopping a runaway agent, not billing): at worst a client
-# bursts twice its limit across a boundary. Each counter opens its own window, so keys reset at staggered moments,
-# not all on the minute, and only Redis' clock is read, so web processes with skewed clocks agree.
+# The limits are per minute. django-ratelimit's windows are fixed: each counter's window ends at a moment offset
+# from the minute by a hash of what it counts, so keys reset at staggered moments, not all on the minute. A fixed
+# window is enough for what the limits are for (stopping a runaway agent, not billing): at worst a client bursts
+# twice its limit across a boundary. A refused request is counted too: a client hammering through a 429 does not
+# earn capacity back early.
 WINDOW_SECONDS = 60
 
-# Both windows in one atomic round trip: count the request, give a new counter (no expiry yet) its window, and
-# answer each count with the milliseconds its window has left. A refused request is counted too: a
-# client hammering through a 429 does not earn capacity back early.
-_COUNT = """
-local function hit(counter)
-    local count = redis.call('INCR', counter)
-    local left = redis.call('PTTL', counter)
-    if left < 0 then
-        redis.call('PEXPIRE', counter, ARGV[1])
-        left = tonumber(ARGV[1])
-    end
-    return {count, left}
-end
-local key, tenant = hit(KEYS[1]), hit(KEYS[2])
-return {key[1], key[2], tenant[1], tenant[2]}
-"""
+# django-ratelimit's groups: with the counted value (a key id, a tenant id) and the rate they name a counter.
+_KEY_GROUP = "loopmem.ratelimit.key"
+_TENANT_GROUP = "loopmem.ratelimit.tenant"
 
 
 @dataclass(frozen=True)
@@ -59,7 +45,7 @@ class RateLimitStatus:
 
 @dataclass(frozen=True)
 class WindowCount:
-    """One counter after this request was counted: its count, its limit, and the true seconds its window has left."""
+    """One counter after this request was counted: its count, its limit, and the seconds its window has left."""
 
     count: int
     limit: int
@@ -79,31 +65,36 @@ class RequestCounts:
 
 
 def count_request(
-    *, key_id: str, tenant_id: str, key_limit: int, tenant_limit: int, window_seconds: float = WINDOW_SECONDS
+    *, key_id: str, tenant_id: str, key_limit: int, tenant_limit: int, window_seconds: int = WINDOW_SECONDS
 ) -> RequestCounts | None:
     """Count one request against its key's and its tenant's windows; None (fail open) when Redis is unreachable.
 
     None too while `redis_outage` knows Redis is down, so a request never waits on Redis twice.
     """
-    client, prefix = _cache_redis()
-    # A {hash tag} on the tenant puts both counters in one Redis Cluster slot, as a two-key script needs there.
-    keys = [f"{prefix}:ratelimit:{{{tenant_id}}}:key:{key_id}", f"{prefix}:ratelimit:{{{tenant_id}}}:tenant"]
-    window_ms = max(1, round(window_seconds * 1000))
-    answer = redis_outage.call(
-        "rate limiter", lambda: _count_script(client)(keys=keys, args=[window_ms]), fallback=None
+
+    def count_both() -> RequestCounts | None:
+        key = _count(_KEY_GROUP, key_id, key_limit, window_seconds)
+        tenant = _count(_TENANT_GROUP, tenant_id, tenant_limit, window_seconds) if key is not None else None
+        return None if key is None or tenant is None else RequestCounts(key=key, tenant=tenant)
+
+    # The cache raises what redis-py raises (django-ratelimit catches only DNS failures): the latch catches it.
+    return redis_outage.call("rate limiter", count_both, fallback=None)
+
+
+def _count(group: str, value: str, limit: int, window_seconds: int) -> WindowCount | None:
+    usage = get_usage(
+        None,  # read only by method filters and request-derived keys, neither used here
+        group=group,
+        key=lambda _group, _request: value,
+        rate=(limit, window_seconds),
+        increment=True,
     )
-    if answer is None:
+    if usage is None:
+        # RATELIMIT_ENABLE off, or (RATELIMIT_FAIL_OPEN) the cache lost the counter between its add and its incr.
         return None
-    key_count, key_left_ms, tenant_count, tenant_left_ms = (int(value) for value in answer)
-    return RequestCounts(
-        key=WindowCount(count=key_count, limit=key_limit, reset_seconds=_whole_seconds(key_left_ms)),
-        tenant=WindowCount(count=tenant_count, limit=tenant_limit, reset_seconds=_whole_seconds(tenant_left_ms)),
-    )
-
-
-def _whole_seconds(milliseconds: int) -> int:
-    # Rounded up: a client that waits `reset` seconds finds the window gone, never one millisecond short of it.
-    return -(-milliseconds // 1000)
+    # django-ratelimit's time_left is whole seconds until the last second of the window begins; the window ends
+    # one second later. Rounded up this way, a client that waits `reset` seconds finds the window gone.
+    return WindowCount(count=usage["count"], limit=usage["limit"], reset_seconds=usage["time_left"] + 1)
 
 
 class ApiKeyRateThrottle(BaseThrottle):
@@ -139,42 +130,6 @@ class ApiKeyRateThrottle(BaseThrottle):
         if exceeded:
             raise RateLimited(retry_after=max(1, *(window.reset_seconds for _, window in exceeded)), limit=per_key)
         return True
-
-
-# --- The cache's Redis -----------------------------------------------------------------------------------
-
-
-def _cache_redis() -> tuple[redis.Redis, str]:
-    """The default cache's Redis (the server it writes to) and its key prefix.
-
-    The counters are cache entries under its prefix: a cache flush clears them, and pointing the cache elsewhere
-    moves them. The client is shared by the process, with the cache's short timeouts.
-    """
-    cache_settings: dict[str, Any] = settings.CACHES["default"]
-    options = cache_settings.get("OPTIONS", {})
-    client = _redis_client_for(
-        _write_server(cache_settings["LOCATION"]),
-        options.get("socket_connect_timeout", settings.REDIS_TIMEOUT_SECONDS),
-        options.get("socket_timeout", settings.REDIS_TIMEOUT_SECONDS),
-    )
-    return client, cache_settings.get("KEY_PREFIX", "")
-
-
-def _write_server(location: str | list[str]) -> str:
-    # Django's RedisCache takes several servers ("a,b" or a list) and writes to the first.
-    servers = location if isinstance(location, list | tuple) else re.split("[;,]", location)
-    return str(servers[0]).strip()
-
-
-@functools.cache
-def _redis_client_for(url: str, connect_timeout: float, timeout: float) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_connect_timeout=connect_timeout, socket_timeout=timeout)
-
-
-@functools.cache
-def _count_script(client: redis.Redis) -> Any:
-    # EVALSHA, loading the script on the first NOSCRIPT (a restarted Redis forgets scripts).
-    return client.register_script(_COUNT)
 
 
 # --- Headers ---------------------------------------------------------------------------------------------

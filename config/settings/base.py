@@ -235,6 +235,11 @@ IDEMPOTENCY_RETENTION_SECONDS = env_int("LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS",
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
 RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)
 RATE_LIMIT_TENANT_MULTIPLIER = 3
+# django-ratelimit (loopmem.ratelimit) counts in the default cache, under the cache's prefix then this one. A
+# counter the cache lost between its add and its incr admits the request instead of refusing it.
+RATELIMIT_USE_CACHE = "default"
+RATELIMIT_CACHE_PREFIX = "ratelimit:"
+RATELIMIT_FAIL_OPEN = True
 # last_used_at is written at most this often per key, so auth stays a read on the hot path.
 API_KEY_LAST_USED_RESOLUTION_SECONDS = 60
 

@@ -3,14 +3,35 @@
 from __future__ import annotations
 
 import socket
-import time
 
+import django_ratelimit.core
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
 from tests.conftest import error
 from tests.factories import TenantFactory
+
+
+class Clock:
+    """django-ratelimit's clock, held still: no window boundary falls inside a test by chance."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    held = Clock(1_800_000_000.0)
+    monkeypatch.setattr(django_ratelimit.core, "time", held)
+    return held
 
 
 @pytest.fixture
@@ -112,13 +133,54 @@ def test_a_request_over_both_limits_counts_both(client_for, make_key, small_tena
     assert (_rejections("key") - before_key, _rejections("tenant") - before_tenant) == (1, 1)
 
 
-def test_the_reset_header_counts_down_the_window(client_for, agent_key):
+def test_the_reset_header_counts_down_the_window_and_the_next_window_starts_over(client_for, agent_key, clock):
     client = client_for(agent_key)
-    assert client.get("/api/v1/projects")["x-ratelimit-reset"] == "60"  # the request opened the window
-    time.sleep(1.1)
+    reset = int(client.get("/api/v1/projects")["x-ratelimit-reset"])
+    assert 1 <= reset <= 60
+    clock.advance(reset)  # the first moment of the key's next window
+    opened = client.get("/api/v1/projects")
+    assert (opened["x-ratelimit-remaining"], opened["x-ratelimit-reset"]) == ("299", "60")
+    clock.advance(1.5)
     later = client.get("/api/v1/projects")
-    assert later["x-ratelimit-remaining"] == "298"  # the same window
-    assert 1 <= int(later["x-ratelimit-reset"]) <= 59
+    assert (later["x-ratelimit-remaining"], later["x-ratelimit-reset"]) == ("298", "59")  # the same window
+
+
+def test_waiting_retry_after_seconds_is_enough_and_one_less_is_not(client_for, make_key, small_tenant, clock):
+    client = client_for(make_key("user", small_tenant))
+    assert [client.get("/api/v1/projects").status_code for _ in range(3)] == [200] * 3
+    retry_after = int(client.get("/api/v1/projects")["retry-after"])
+    clock.advance(retry_after - 1)
+    assert client.get("/api/v1/projects").status_code == 429
+    clock.advance(1)
+    admitted = client.get("/api/v1/projects")
+    assert (admitted.status_code, admitted["x-ratelimit-remaining"]) == (200, "2")
+
+
+def test_a_tenant_refusal_retries_after_the_tenant_window(client_for, make_key, small_tenant, clock):
+    for _ in range(3):
+        busy = client_for(make_key("user", small_tenant))
+        assert [busy.get("/api/v1/projects").status_code for _ in range(3)] == [200] * 3
+    fresh = client_for(make_key("user", small_tenant))
+    refused = fresh.get("/api/v1/projects")
+    assert refused.status_code == 429
+    retry_after = int(refused["retry-after"])
+    assert 1 <= retry_after <= 60
+    clock.advance(retry_after - 1)
+    assert fresh.get("/api/v1/projects").status_code == 429
+    clock.advance(1)
+    assert fresh.get("/api/v1/projects").status_code == 200
+
+
+def test_the_configured_cache_fails_open_too_and_refuses_nothing(client_for, make_key, small_tenant, tmp_path, caplog):
+    client = client_for(make_key("user", small_tenant))
+    before = _rejections("key"), _rejections("tenant")
+    dead = {"default": {**settings.CACHES["default"], "LOCATION": f"unix://{tmp_path}/nothing-here.sock"}}
+    with override_settings(CACHES=dead):
+        responses = [client.get("/api/v1/projects") for _ in range(5)]
+    assert [r.status_code for r in responses] == [200] * 5
+    assert all("x-ratelimit-limit" not in r for r in responses)
+    assert (_rejections("key"), _rejections("tenant")) == before
+    assert "rate limiter failing open: redis unreachable" in caplog.text
 
 
 def test_a_hung_redis_fails_open_without_headers(client_for, make_key, small_tenant, tmp_path, caplog):

@@ -1,18 +1,18 @@
-"""The limiter's counters on the real Redis: both windows in one script, their expiry, atomicity, failing open."""
+"""The limiter's counters on the real Redis: both windows, their expiry, atomicity, failing open."""
 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import TypedDict
 
+import django_ratelimit.core
 import pytest
 from django.conf import settings
 from django.core.cache import cache
 from django.test import override_settings
 
-from loopmem import ratelimit, redis_outage
+from loopmem import ratelimit, redis_cache, redis_outage
 from loopmem.ratelimit import count_request
 
 
@@ -21,23 +21,45 @@ class Ids(TypedDict):
     tenant_id: str
 
 
+class Clock:
+    """django-ratelimit's clock, held still: no window boundary falls inside a test by chance."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    held = Clock(1_800_000_000.0)
+    monkeypatch.setattr(django_ratelimit.core, "time", held)
+    return held
+
+
 def _ids() -> Ids:
     return {"key_id": str(uuid.uuid4()), "tenant_id": str(uuid.uuid4())}
 
 
-def _redis():
-    client, _prefix = ratelimit._cache_redis()
-    return client
+def _counters() -> list[str]:
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    return sorted(name.decode() for name in client.scan_iter(match=f"{prefix}:*:{settings.RATELIMIT_CACHE_PREFIX}*"))
 
 
-def test_one_call_counts_the_key_and_the_tenant_and_reports_a_full_window():
+def test_one_call_counts_the_key_and_the_tenant():
     ids = _ids()
     first = count_request(**ids, key_limit=5, tenant_limit=15)
     second = count_request(**ids, key_limit=5, tenant_limit=15)
     assert first is not None
     assert second is not None
     assert (first.key.count, first.tenant.count, second.key.count, second.tenant.count) == (1, 1, 2, 2)
-    assert (first.key.reset_seconds, first.tenant.reset_seconds) == (60, 60)
+    assert 1 <= first.key.reset_seconds <= 60
+    assert 1 <= first.tenant.reset_seconds <= 60
     assert (second.key.limit, second.tenant.limit) == (5, 15)
 
 
@@ -52,55 +74,45 @@ def test_the_key_limit_and_the_tenant_limit_trip_on_their_own():
     assert (other.key.count, other.key.exceeded, other.tenant.count, other.tenant.exceeded) == (1, False, 4, True)
 
 
-def test_the_counters_are_cache_entries_with_the_window_as_expiry():
+def test_the_counters_are_cache_entries_that_expire_soon_after_their_window():
     ids = _ids()
     count_request(**ids, key_limit=5, tenant_limit=15, window_seconds=30)
-    prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    names = sorted(name.decode() for name in _redis().scan_iter(match=f"{prefix}:ratelimit:*"))
-    assert names == [
-        f"{prefix}:ratelimit:{{{ids['tenant_id']}}}:key:{ids['key_id']}",
-        f"{prefix}:ratelimit:{{{ids['tenant_id']}}}:tenant",
-    ]
-    assert all(0 < _redis().pttl(name) <= 30_000 for name in names)
+    names = _counters()
+    assert len(names) == 2
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    # django-ratelimit keeps a counter 5 s past its window.
+    assert all(0 < client.pttl(name) <= 35_000 for name in names)
     cache.clear()  # what every test's fixture does between tests
     again = count_request(**ids, key_limit=5, tenant_limit=15)
     assert again is not None
     assert (again.key.count, again.tenant.count) == (1, 1)
 
 
-def test_the_counters_expire_with_their_window():
+def test_the_next_window_starts_the_counts_over(clock):
     ids = _ids()
-    for _ in range(3):
-        count_request(**ids, key_limit=2, tenant_limit=6, window_seconds=0.3)
-    time.sleep(0.4)
-    fresh = count_request(**ids, key_limit=2, tenant_limit=6, window_seconds=0.3)
+    counted = [count_request(**ids, key_limit=2, tenant_limit=6, window_seconds=5) for _ in range(3)]
+    last = counted[-1]
+    assert last is not None
+    assert (last.key.count, last.key.exceeded) == (3, True)
+    clock.advance(max(last.key.reset_seconds, last.tenant.reset_seconds))
+    fresh = count_request(**ids, key_limit=2, tenant_limit=6, window_seconds=5)
     assert fresh is not None
     assert (fresh.key.count, fresh.key.exceeded, fresh.tenant.count) == (1, False, 1)
 
 
-def test_the_time_left_counts_down_and_later_requests_do_not_extend_the_window():
+def test_the_time_left_counts_down_and_later_requests_do_not_extend_the_window(clock):
     ids = _ids()
+    first = count_request(**ids, key_limit=5, tenant_limit=15, window_seconds=5)
+    assert first is not None
+    clock.advance(first.key.reset_seconds)  # the first moment of the key's next window
     opened = count_request(**ids, key_limit=5, tenant_limit=15, window_seconds=5)
-    time.sleep(1.1)
+    clock.advance(1.2)
     later = count_request(**ids, key_limit=5, tenant_limit=15, window_seconds=5)
     assert opened is not None
     assert later is not None
-    assert opened.key.reset_seconds == 5
-    assert later.key.count == 2
-    assert 1 <= later.key.reset_seconds <= 4
-    assert 1 <= later.tenant.reset_seconds <= 4
-
-
-def test_a_counter_left_without_expiry_gets_one():
-    # A counter must never outlive its window: one found without an expiry (written by hand, a restored dump) gets it.
-    ids = _ids()
-    prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    key_counter = f"{prefix}:ratelimit:{{{ids['tenant_id']}}}:key:{ids['key_id']}"
-    _redis().set(key_counter, 7)
-    counted = count_request(**ids, key_limit=5, tenant_limit=15, window_seconds=10)
-    assert counted is not None
-    assert (counted.key.count, counted.key.exceeded, counted.key.reset_seconds) == (8, True, 10)
-    assert 0 < _redis().pttl(key_counter) <= 10_000
+    assert (opened.key.count, opened.key.reset_seconds) == (1, 5)
+    assert (later.key.count, later.key.reset_seconds) == (2, 4)
+    assert 1 <= later.tenant.reset_seconds <= 5
 
 
 def test_concurrent_requests_are_admitted_exactly_up_to_the_limit():
@@ -128,15 +140,6 @@ def test_concurrent_requests_are_admitted_exactly_up_to_the_limit():
     assert sum(1 for c in results if c and not c.key.exceeded) == limit
 
 
-def test_a_restarted_redis_that_forgot_the_script_is_sent_it_again():
-    ids = _ids()
-    count_request(**ids, key_limit=5, tenant_limit=15)
-    _redis().script_flush()
-    counted = count_request(**ids, key_limit=5, tenant_limit=15)
-    assert counted is not None
-    assert counted.key.count == 2
-
-
 def test_an_unreachable_redis_fails_open_and_the_latch_spares_the_next_calls(tmp_path, caplog):
     dead = {
         "default": {
@@ -154,13 +157,14 @@ def test_an_unreachable_redis_fails_open_and_the_latch_spares_the_next_calls(tmp
     assert count_request(**_ids(), key_limit=5, tenant_limit=15) is not None
 
 
-@pytest.mark.parametrize(
-    ("location", "server"),
-    [
-        ("unix:///run/a.sock?db=0", "unix:///run/a.sock?db=0"),
-        ("redis://primary:6379/0,redis://replica:6379/0", "redis://primary:6379/0"),
-        (["redis://primary:6379/0", "redis://replica:6379/0"], "redis://primary:6379/0"),
-    ],
-)
-def test_the_counters_go_to_the_server_the_cache_writes_to(location, server):
-    assert ratelimit._write_server(location) == server
+def test_a_counter_lost_between_its_add_and_its_incr_admits_the_request(monkeypatch):
+    ids = _ids()
+    count_request(**ids, key_limit=5, tenant_limit=15)  # both counters exist: the next call increments them
+    cache.clear()  # ... as the cache loses them
+
+    def add_without_writing(self, key, value, timeout):
+        return False
+
+    monkeypatch.setattr(redis_cache.RedisCacheClient, "add", add_without_writing)
+    assert count_request(**ids, key_limit=5, tenant_limit=15) is None
+    assert not redis_outage.is_down()  # not an outage: nothing latched

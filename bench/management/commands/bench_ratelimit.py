@@ -7,6 +7,7 @@ import statistics
 import time
 import uuid
 from argparse import ArgumentParser
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -84,7 +85,8 @@ def round_trips_per_call(*, calls: int) -> float:
     for _ in range(5):
         throttle.allow_request(request, None)
     sent = 0
-    send = redis.connection.AbstractConnection.send_packed_command
+    # redis-py leaves this method unannotated.
+    send: Callable[[Any, Any, bool], None] = redis.connection.AbstractConnection.send_packed_command
 
     def counting(connection: Any, command: Any, check_health: bool = True) -> None:
         nonlocal sent
