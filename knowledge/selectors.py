@@ -114,7 +114,6 @@ def knowledge_search(
     limit = clamp(limit, 1, MAX_SEARCH_LIMIT)
     offset = max(offset, 0)
     pool = search_pool(limit=limit, offset=offset)
-    vectors = vectors or (diversity is not None and diversity.enabled)
     result = SearchResult(
         hits=[], total_count=0, limit=limit, offset=offset, search_id=search_id or uuid.uuid4(), search_mode=mode
     )
@@ -166,11 +165,15 @@ def knowledge_search(
                 result.ann_iterative_scan = read.applied.iterative_scan
                 result.ann_iterative_scan_reason = read.applied.iterative_scan_reason
 
-    ranked = _rank(keyword_rows, semantic_rows, fused=mode == "combined" and query_embedding is not None)
-    found = ordering.curated(ranked)
+        ranked = _rank(keyword_rows, semantic_rows, fused=mode == "combined" and query_embedding is not None)
+        found = ordering.curated(ranked)
+        ranked = ordering.pinned_first(ranked, found.article_id)
+        if diversity is not None and diversity.enabled and not vectors:
+            # Only the selector's window is compared: its vectors, not every pooled row's (up to 500 per lane).
+            _read_vectors(session, viewer, ranked[: diversity.pool_size(limit)])
+
     result.provenance, result.confidence = found.provenance, found.confidence
     result.curated_article_id = found.article_id
-    ranked = ordering.pinned_first(ranked, found.article_id)
     if diversity is not None:
         model_id = None
         if diversity.enabled:
@@ -182,6 +185,16 @@ def knowledge_search(
     result.pool_capped = any(count >= pool for count in result.lane_counts.values())
     result.hits = ranked[offset : offset + limit]
     return result
+
+
+def _read_vectors(session: heavy_read.TenantScopedSession, viewer: Viewer, hits: Sequence[SearchHit]) -> None:
+    """Give each hit's article its stored vector (`vector_bytes`, as `with_vectors` does), in one read by id."""
+    if not hits:
+        return
+    rows = Article.objects.visible_to(viewer).filter(id__in=[hit.article.id for hit in hits]).only("id")
+    found = {row.id: row.vector_bytes for row in session.fetch(with_vectors(rows))}  # type: ignore[attr-defined]
+    for hit in hits:
+        hit.article.vector_bytes = found.get(hit.article.id)  # type: ignore[attr-defined]
 
 
 def _model_id(viewer: Viewer) -> str:

@@ -277,13 +277,7 @@ def _knowledge_half(
     half = KnowledgeHalf(result=result, degraded=result.fallback, fallback_reason=result.fallback_reason)
     half.pool = [_knowledge_item(hit, degraded=half.degraded) for hit in result.hits]
     half.selected, half.diversity = _diversify(
-        scope,
-        half.pool,
-        config,
-        limit=limit,
-        session_id=session_id,
-        model_id=model_id,
-        pinned_id=result.curated_article_id,
+        scope, half.pool, config, limit=limit, session_id=session_id, model_id=model_id
     )
     half.selected.sort(key=lambda item: item.merge_key)
     return half
@@ -320,9 +314,9 @@ def _diversify(
     limit: int,
     session_id: str | None,
     model_id: str,
-    pinned_id: str | None,
 ) -> tuple[list[MergedItem], DiversityStats]:
-    """The selector reduces the pool to `limit`: the curated winner pinned, what the session saw contained."""
+    """The selector reduces the pool to `limit`, containing what the session was already shown. Nothing is pinned
+    (reference §4.6 step 6): the curated winner has the top score, so it is chosen first unless the session saw it."""
     ids = [item.id for item in pool]
     seen = history.shown_ids(tenant_id=scope.tenant_id, subject_id=scope.subject_id, session_id=session_id, ids=ids)
     candidates = [
@@ -330,9 +324,7 @@ def _diversify(
         for item in pool
         if item.hit is not None
     ]
-    pinned = [c for c in candidates if c.id == pinned_id]
-    rest = [c for c in candidates if c.id != pinned_id]
-    chosen, stats = select(rest, limit, config, exclude_ids=seen, pinned=pinned)
+    chosen, stats = select(candidates, limit, config, exclude_ids=seen)
     by_id = {item.id: item for item in pool}
     return [by_id[c.id] for c in chosen], stats
 

@@ -4,8 +4,11 @@ selector merged recall uses, reordering (never reducing) the pool, with `meta.di
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
+from loopmem.heavy_read import HEAVY_READ_ALIAS
 from tests.factories import embedded_article
 from tests.knowledge.conftest import hashed, heavy_db, search
 
@@ -90,3 +93,14 @@ def test_without_an_embedding_the_search_is_retrieved_with_a_keyword_confidence(
 def test_nothing_found_has_no_provenance(agent, tenant):
     meta = search(agent, QUERY)["meta"]
     assert (meta["provenance"], meta["curated_article_id"], meta["confidence"]) == (None, None, None)
+
+
+def test_only_the_selectors_window_has_its_vectors_read(agent, tenant):
+    for n in range(12):
+        embedded_article(tenant, f"Release note {n}", f"roll back release step {n}", embedding=hashed(f"step {n}"))
+    with CaptureQueriesContext(connections[HEAVY_READ_ALIAS]) as captured:
+        body = search(agent, QUERY, limit=2)
+    reads = [q["sql"] for q in captured.captured_queries if "vector_send" in q["sql"]]
+    assert len(reads) == 1  # one read by id, not a vector with every pooled row of both lanes
+    diversity = body["meta"]["diversity"]
+    assert diversity["candidates"] == diversity["vectors_available"] == 6  # the window: pool_size(2) = 6 of 12
