@@ -9,7 +9,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from knowledge import envelopes, ledger, selectors, services
+from knowledge import envelopes, ledger, ordering, selectors, services
 from knowledge.diversity import DiversityConfig
 from knowledge.schema import article_schema, search_schema
 from knowledge.serializers import (
@@ -94,7 +94,7 @@ class KnowledgeSearchViewSet(KnowledgeViewSet):
                 articles=[hit.article for hit in result.hits],
                 first_rank=args["offset"] + 1,
                 project_id=args["project_id"],
-                extra_metadata={"search_mode": result.search_mode},
+                extra_metadata={"search_mode": result.search_mode, "mode": ordering.surfacing_mode(result.provenance)},
             )
         return Response(envelopes.search(result))
 

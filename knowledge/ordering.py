@@ -50,6 +50,12 @@ def curated(hits: Sequence[SearchHit]) -> Curated:
     return Curated(provenance="retrieved", article_id=None, confidence=confidence)
 
 
+def surfacing_mode(provenance: str | None) -> str:
+    """The ledger's bucket for a search's surfacing rows (reference §4.17: retrieval metrics split curated and
+    retrieved answers by `metadata.mode`)."""
+    return "hybrid_curated" if provenance == "curated" else "hybrid_retrieved"
+
+
 def absolute_score(hit: SearchHit) -> float:
     """A hit's score on one scale whatever lane found it: the similarity, else the keyword relevance squashed
     as raw / (raw + 1), else 0.0 (reference §4.6, `absolute_result_score`)."""

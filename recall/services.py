@@ -154,7 +154,10 @@ def recall_context(
         query=query,
         articles=surfaced,
         project_id=scope.project_id,
-        extra_metadata={"recall": True},
+        extra_metadata={
+            "recall": True,
+            "mode": ordering.surfacing_mode(knowledge.result.provenance if knowledge.result else None),
+        },
     )
     if config.enabled:
         published = [str(a.id) for a in surfaced if a.status == Article.Status.PUBLISHED]

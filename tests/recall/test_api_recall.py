@@ -77,6 +77,7 @@ def test_surfacing_rows_are_written_under_the_recall_id(agent, corpus, agent_key
     assert sorted(str(r.article_id) for r in rows) == sorted(shown)
     assert all(r.metadata["search_id"] == body["meta"]["recall_id"] for r in rows)
     assert all(r.api_key_id == agent_key.api_key.id for r in rows)
+    assert all(r.metadata["mode"] == "hybrid_retrieved" for r in rows)
 
 
 def test_limit_caps_the_merged_list(agent, corpus):
@@ -304,6 +305,9 @@ def test_a_curated_winner_answers_even_alone_and_its_provenance_and_confidence_a
     assert meta["importance_strength"] is None
     knowledge_meta = body["knowledge"]["meta"]
     assert (knowledge_meta["provenance"], knowledge_meta["curated_article_id"]) == ("curated", str(clear_winner.id))
+    # The surfacing row lands in retrieval metrics' curated bucket.
+    [row] = ArticleAccessEvent.objects.filter(origin_search_id=meta["recall_id"])
+    assert row.metadata["mode"] == "hybrid_curated"
 
 
 def test_without_a_curated_winner_the_provenance_is_retrieved(agent, corpus):
