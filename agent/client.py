@@ -8,8 +8,11 @@ the settings (which would start the embedded database).
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import http.client
 import json
+import math
 import re
 import time
 import urllib.error
@@ -212,11 +215,27 @@ def api_error(status: int, body: object, headers: Mapping[str, str] | Message | 
 
 
 def _retry_after(headers: Mapping[str, str] | Message | None) -> float | None:
+    """`Retry-After` as seconds from now: delta-seconds or an HTTP-date (RFC 9110), never below 0 (a date past or
+    a negative delay means "now"); absent, unreadable, NaN or infinite is None (no hint: back off instead)."""
     raw = headers.get("retry-after") if headers is not None else None
-    try:
-        return float(raw) if raw is not None else None
-    except ValueError:
+    if raw is None or not str(raw).strip():
         return None
+    text = str(raw).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:  # "-0000": UTC with no claim about the local zone
+            when = when.replace(tzinfo=datetime.UTC)
+        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
 
 
 def canonical_uuid(value: object, *, field: str, code: str, message: str | None = None) -> str:

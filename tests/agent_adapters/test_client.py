@@ -4,7 +4,9 @@ Idempotency-Key that makes a retried write land once, Retry-After honoured withi
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -148,3 +150,46 @@ def test_the_async_client_is_the_same_api(async_client: AsyncClient) -> None:
                 await client.memory_get("00000000-0000-4000-8000-000000000000")
 
     asyncio.run(run())
+
+
+def test_a_retry_after_date_is_read_as_the_seconds_until_it() -> None:
+    in_an_hour = email.utils.format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+    transport, times = scripted((429, {"Retry-After": in_an_hour}, _error(429, "rate_limited")))
+    with Client("http://loopmem.test", "k", transport=transport) as client, pytest.raises(RateLimited) as limited:
+        client.memory_list()
+    assert limited.value.retry_after is not None
+    assert 3590 <= limited.value.retry_after <= 3600
+    assert len(times) == 1  # past the bound: raised, not slept
+
+    past = email.utils.format_datetime(datetime.now(UTC) - timedelta(minutes=5), usegmt=True)
+    transport, times = scripted(
+        (503, {"Retry-After": past}, _error(503, "database_unavailable")), (200, {}, {"data": [], "meta": {}})
+    )
+    with Client("http://loopmem.test", "k", transport=transport) as client:
+        assert client.memory_list()["data"] == []
+    assert times[1] - times[0] < 0.25  # a date already past means now, not a backoff
+
+
+@pytest.mark.parametrize("header", ["-5", "nan", "inf", "soon"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_negative_or_unreadable_retry_after_never_breaks_the_retry(header: str, asynchronous: bool) -> None:
+    transport, times = scripted(
+        (429, {"Retry-After": header}, _error(429, "rate_limited")), (200, {}, {"data": [], "meta": {}})
+    )
+    policy = RetryPolicy(base_delay=0.05)
+    if asynchronous:
+
+        async def run() -> Any:
+            async with AsyncClient("http://loopmem.test", "k", transport=transport, retry=policy) as client:
+                return await client.memory_list()
+
+        assert asyncio.run(run())["data"] == []
+    else:
+        with Client("http://loopmem.test", "k", transport=transport, retry=policy) as client:
+            assert client.memory_list()["data"] == []
+    assert len(times) == 2
+    waited = times[1] - times[0]
+    if header == "-5":
+        assert waited < 0.025  # "now", as a date in the past
+    else:
+        assert waited >= 0.02  # no hint: the jittered backoff (0.025 s at least)
