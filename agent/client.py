@@ -238,6 +238,18 @@ def _retry_after(headers: Mapping[str, str] | Message | None) -> float | None:
     return max(seconds, 0.0)
 
 
+def path_segment(value: object, *, field: str) -> str:
+    """`value` as one percent-encoded path segment. "" , "." and ".." are refused (`invalid_<field>`): an HTTP
+    client or a proxy resolves dot segments, so they would name another route instead of this id."""
+    if not isinstance(value, str) or value in ("", ".", ".."):
+        raise InvalidArgument(
+            f"`{field}` must be a non-empty string other than '.' and '..' (it goes into the URL path)",
+            code=f"invalid_{field}",
+            details={field: ["may not be empty, '.' or '..'"]},
+        )
+    return urllib.parse.quote(value, safe="")
+
+
 def canonical_uuid(value: object, *, field: str, code: str, message: str | None = None) -> str:
     """A canonical hyphenated UUID, lowercased; anything else is refused client-side with `code`."""
     if not isinstance(value, str) or not _CANONICAL_UUID.match(value.strip()):
@@ -482,7 +494,7 @@ class LoopmemClient:
     def memory_promotion(self, session_id: str, *, timeout: float | None = None) -> JSONObject:
         """GET /api/v1/memory/promote/:session_id: your last promotion job for the session (`NotFound` if none):
         `data.status` (pending, running, succeeded, skipped_unchanged, failed, budget_exceeded), counts, ids."""
-        segment = urllib.parse.quote(session_id, safe="")
+        segment = path_segment(session_id, field="session_id")
         return self.request("GET", f"/api/v1/memory/promote/{segment}", timeout=timeout)
 
     def wait_for_promotion(self, session_id: str, *, timeout: float, interval: float = 0.5) -> JSONObject:
@@ -511,7 +523,7 @@ class LoopmemClient:
 
     def session_history(self, session_id: str, *, limit: int | None = None, offset: int | None = None) -> JSONObject:
         """GET /api/v1/memory/sessions/:session_id: the session's unexpired turns in order."""
-        segment = urllib.parse.quote(session_id, safe="")
+        segment = path_segment(session_id, field="session_id")
         return self.request("GET", f"/api/v1/memory/sessions/{segment}", query={"limit": limit, "offset": offset})
 
     # --- Recall and knowledge ---------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ the `Call` itself, for code that decides its requests apart from sending them (t
 
 from __future__ import annotations
 
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -20,6 +19,7 @@ from agent.client import (
     RecallMode,
     Source,
     canonical_uuid,
+    path_segment,
 )
 
 R = TypeVar("R", covariant=True)
@@ -173,7 +173,7 @@ class Endpoints(Generic[R]):
 
     def session_history(self, session_id: str, *, limit: int | None = None, offset: int | None = None) -> R:
         """GET /api/v1/memory/sessions/:session_id: the session's unexpired turns in order."""
-        path = f"/api/v1/memory/sessions/{_segment(session_id)}"
+        path = f"/api/v1/memory/sessions/{_session_id(session_id)}"
         return self.send(Call("GET", path, query={"limit": limit, "offset": offset}, replayable=True))
 
     def memory_promote(self, session_id: str) -> R:
@@ -182,7 +182,7 @@ class Endpoints(Generic[R]):
 
     def memory_promotion(self, session_id: str) -> R:
         """GET /api/v1/memory/promote/:session_id: your last promotion job for the session."""
-        return self.send(Call("GET", f"/api/v1/memory/promote/{_segment(session_id)}", replayable=True))
+        return self.send(Call("GET", f"/api/v1/memory/promote/{_session_id(session_id)}", replayable=True))
 
     def memory_graduate(self, *, memory_id: str, re_scope: Literal["inherit", "global"] | None = None) -> R:
         """POST /api/v1/memory/graduate: write a memory into the Knowledge Wiki (owner-visible)."""
@@ -287,7 +287,7 @@ class Endpoints(Generic[R]):
 
     def article_get(self, article_id: str) -> R:
         """GET /api/v1/knowledge/articles/:id: one article with its body."""
-        return self.send(Call("GET", f"/api/v1/knowledge/articles/{_segment(article_id)}", replayable=True))
+        return self.send(Call("GET", f"/api/v1/knowledge/articles/{_article_id(article_id)}", replayable=True))
 
     def article_update(
         self,
@@ -300,7 +300,7 @@ class Endpoints(Generic[R]):
     ) -> R:
         """PATCH /api/v1/knowledge/articles/:id: edit an article you may edit."""
         fields = _present(title=title, body=body, tags=tags, status=status)
-        return self.send(Call("PATCH", f"/api/v1/knowledge/articles/{_segment(article_id)}", body=fields))
+        return self.send(Call("PATCH", f"/api/v1/knowledge/articles/{_article_id(article_id)}", body=fields))
 
     # --- Projects -----------------------------------------------------------------------------------------------
 
@@ -343,8 +343,12 @@ def _memory_id(value: str) -> str:
     return canonical_uuid(value, field="id", code="invalid_memory_id")
 
 
-def _segment(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
+def _session_id(value: str) -> str:
+    return path_segment(value, field="session_id")
+
+
+def _article_id(value: str) -> str:
+    return path_segment(value, field="article_id")
 
 
 def _present(**fields: Any) -> JSONObject:

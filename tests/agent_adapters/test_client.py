@@ -16,6 +16,7 @@ from agent.client import (
     AlreadySuperseded,
     DatabaseUnavailable,
     InvalidArgument,
+    LoopmemClient,
     LoopmemTimeout,
     NotFound,
     RateLimited,
@@ -193,3 +194,27 @@ def test_a_negative_or_unreadable_retry_after_never_breaks_the_retry(header: str
         assert waited < 0.025  # "now", as a date in the past
     else:
         assert waited >= 0.02  # no hint: the jittered backoff (0.025 s at least)
+
+
+@pytest.mark.parametrize("dots", [".", "..", ""])
+def test_a_dot_segment_id_is_refused_before_sending(dots: str) -> None:
+    sent: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.raw_path.decode())  # ".." would have been resolved: /api/v1/memory
+        return httpx.Response(200, json={"data": [], "meta": {}})
+
+    with Client("http://loopmem.test", "k", transport=httpx.MockTransport(handle)) as client:
+        for call, code in (
+            (lambda: client.session_history(dots), "invalid_session_id"),
+            (lambda: client.memory_promotion(dots), "invalid_session_id"),
+            (lambda: client.article_get(dots), "invalid_article_id"),
+            (lambda: client.article_update(dots, title="t"), "invalid_article_id"),
+        ):
+            with pytest.raises(InvalidArgument) as refused:
+                call()
+            assert refused.value.code == code
+        assert client.session_history("a/../b")["data"] == []  # a slash is encoded: one segment
+    assert sent == ["/api/v1/memory/sessions/a%2F..%2Fb"]
+    with pytest.raises(InvalidArgument):
+        LoopmemClient("http://loopmem.test", "k").session_history(dots)
