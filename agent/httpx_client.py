@@ -4,7 +4,8 @@
   lost is answered once more by the server instead of being written twice (docs/api.md, "Idempotency-Key").
 - 429 and 503 are retried after `Retry-After` when the server sends one, else after a jittered exponential
   backoff; a wait longer than `RetryPolicy.max_retry_after`, a halted tenant and a spent promotion budget are
-  raised at once, because waiting seconds would not help.
+  raised at once, because waiting seconds would not help. A call that is not safe to repeat (a correction, a
+  forget) is retried after a 429 and after a 503 whose code says nothing ran (`NEVER_RAN`), not after any 503.
 - A lost answer (timeout, reset, refused connection) is retried only for calls that are safe to repeat (`Call`).
 - Every request has a connect and a read timeout; errors are `agent.client`'s typed exceptions with the API's
   stable `code`.
@@ -41,6 +42,10 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 # Refusals that last longer than a client should sleep: a custody halt ends when an operator says so, a promotion
 # budget with the hour.
 NOT_TRANSIENT = frozenset({"tenant_halted", "promotion_budget_exceeded"})
+# 503s whose request the service says never took effect (docs/api.md: "nothing was committed", "nothing was
+# written"). Any other 503, a bodiless one from a proxy above all, may come after the request was forwarded and
+# run, so a call that is not safe to repeat is not sent again after it.
+NEVER_RAN = frozenset({"database_unavailable", "database_timeout", "gate_unavailable"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class RetryPolicy:
             return None
         if isinstance(error, LoopmemAPIError):
             if error.status not in (429, 503) or error.code in NOT_TRANSIENT:
+                return None
+            # A 429 is refused before anything runs; a 503 only when its code says so.
+            if error.status == 503 and not call.replayable and error.code not in NEVER_RAN:
                 return None
             if error.retry_after is not None:
                 return float(error.retry_after) if error.retry_after <= self.max_retry_after else None

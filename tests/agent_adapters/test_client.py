@@ -16,6 +16,7 @@ from agent.client import (
     AlreadySuperseded,
     DatabaseUnavailable,
     InvalidArgument,
+    LoopmemAPIError,
     LoopmemClient,
     LoopmemTimeout,
     NotFound,
@@ -218,3 +219,36 @@ def test_a_dot_segment_id_is_refused_before_sending(dots: str) -> None:
     assert sent == ["/api/v1/memory/sessions/a%2F..%2Fb"]
     with pytest.raises(InvalidArgument):
         LoopmemClient("http://loopmem.test", "k").session_history(dots)
+
+
+MEMORY_ID = "00000000-0000-4000-8000-000000000001"
+FORGOTTEN = {"data": {"id": MEMORY_ID, "deleted": True}}
+
+
+def test_a_forget_or_correction_is_not_resent_after_a_503_that_may_have_run() -> None:
+    # A proxy's bodiless 503 (or any code not saying nothing ran): the DELETE may have been forwarded and done.
+    for answer in ((503, {}, {}), (503, {}, _error(503, "not_ready"))):
+        transport, times = scripted(answer, answer, (200, {}, {"data": []}))
+        with Client("http://loopmem.test", "k", transport=transport, retry=RetryPolicy(base_delay=0.01)) as client:
+            with pytest.raises(LoopmemAPIError) as refused:
+                client.memory_forget(MEMORY_ID)
+            assert refused.value.status == 503
+            assert len(times) == 1
+            assert client.memory_list() == {"data": []}  # a read is resent after the same answer
+        assert len(times) == 3
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (429, {"Retry-After": "0"}, _error(429, "rate_limited")),
+        (503, {}, _error(503, "database_unavailable")),
+        (503, {}, _error(503, "database_timeout")),
+    ],
+)
+def test_a_forget_or_correction_is_resent_when_it_never_ran(answer: tuple[int, dict[str, str], Any]) -> None:
+    transport, times = scripted(answer, (200, {}, FORGOTTEN), answer, (200, {}, {"data": {"id": MEMORY_ID}}))
+    with Client("http://loopmem.test", "k", transport=transport, retry=RetryPolicy(base_delay=0.01)) as client:
+        assert client.memory_forget(MEMORY_ID) == FORGOTTEN
+        assert client.memory_correct(MEMORY_ID, text="fixed")["data"]["id"] == MEMORY_ID
+    assert len(times) == 4
