@@ -227,7 +227,8 @@ FORGOTTEN = {"data": {"id": MEMORY_ID, "deleted": True}}
 
 def test_a_forget_or_correction_is_not_resent_after_a_503_that_may_have_run() -> None:
     # A proxy's bodiless 503 (or any code not saying nothing ran): the DELETE may have been forwarded and done.
-    for answer in ((503, {}, {}), (503, {}, _error(503, "not_ready"))):
+    answers: list[tuple[int, dict[str, str], dict[str, Any]]] = [(503, {}, {}), (503, {}, _error(503, "not_ready"))]
+    for answer in answers:
         transport, times = scripted(answer, answer, (200, {}, {"data": []}))
         with Client("http://loopmem.test", "k", transport=transport, retry=RetryPolicy(base_delay=0.01)) as client:
             with pytest.raises(LoopmemAPIError) as refused:
