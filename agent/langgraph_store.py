@@ -11,7 +11,8 @@ scoped search (complete, never a post-filter), and the store's `project_id` and 
 namespace is kept by position ("0", "1", ...) because containment on a JSON array ignores order.
 
 `put` on an existing key is a correction (`PATCH`: the old value stays in the memory's history); `put(..., None)`
-(and `delete`) forgets every version, because forgetting only the newest would bring the one it corrected back.
+(and `delete`) forgets every version, oldest first, because forgetting only the newest would bring the one it
+corrected back (and so a forget cut short leaves the current value or nothing, never an older one).
 `search` with a query is hybrid recall (by meaning and by the words); without one, the newest items first.
 
 Each operation is written once, as a plan that yields the `Call`s it needs and receives their answers, and run
@@ -20,7 +21,6 @@ by `batch` on the sync `Client` or by `abatch` on the `AsyncClient`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -40,7 +40,15 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from agent.client import AlreadySuperseded, JSONObject, LoopmemError, MemoryFilters, NotFound, RecallMode
+from agent.client import (
+    AlreadySuperseded,
+    JSONObject,
+    LoopmemError,
+    LoopmemUnreachable,
+    MemoryFilters,
+    NotFound,
+    RecallMode,
+)
 from agent.endpoints import CALLS, Call
 from agent.httpx_client import AsyncClient, Client
 
@@ -53,6 +61,7 @@ MARK = "langgraph"
 TEXT_FIELDS = ("content", "text", "memory")
 MAX_RECALL = 100  # the API's recall limit: search(query=...) reaches offset + limit <= 100
 PAGE = 200  # the API's list limit
+FORGET_ATTEMPTS = 3  # a DELETE whose answer was lost is sent again, at most this many times in all
 MAX_PAGES = 100  # list_namespaces reads at most this many pages (20,000 rows, twice the default quota)
 
 
@@ -146,9 +155,10 @@ class LoopmemStore(BaseStore):
         live = yield from self._live(op.namespace, op.key, limit=PAGE)
         for memory in live:
             history = yield CALLS.memory_history(memory["id"])
-            for version in reversed(history["data"]):
-                with contextlib.suppress(NotFound):  # forgotten meanwhile
-                    yield CALLS.memory_forget(version["id"])
+            # Oldest first: forgetting a version that a correction replaced leaves the correction live, so a forget
+            # cut short leaves the current value (or nothing). Newest first would bring each older value back.
+            for version in history["data"]:
+                yield from _forget_version(version["id"])
         return None
 
     def _search(self, op: SearchOp) -> Plan[list[SearchItem]]:
@@ -209,6 +219,22 @@ class LoopmemStore(BaseStore):
         if created_at is not None:
             mark["created_at"] = created_at
         return {MARK: mark}
+
+
+def _forget_version(memory_id: str) -> Plan[None]:
+    # The client does not resend a DELETE whose answer was lost (in general a repeat would answer 404 for a forget
+    # that happened); here a 404 means done, so the forget is sent again.
+    for attempt in range(FORGET_ATTEMPTS):
+        try:
+            yield CALLS.memory_forget(memory_id)
+        except NotFound:  # forgotten meanwhile, or by the attempt whose answer was lost
+            return None
+        except LoopmemUnreachable:
+            if attempt + 1 == FORGET_ATTEMPTS:
+                raise
+            continue
+        return None
+    return None
 
 
 # --- Running a plan -------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from typing import Any, TypedDict
 
+import httpx
 import pytest
 
 pytest.importorskip("langgraph")
@@ -16,7 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
-from agent.httpx_client import Client
+from agent.client import LoopmemUnreachable
+from agent.httpx_client import AsyncClient, Client
 from agent.langgraph_store import LoopmemStore
 from tests.agent_adapters.conftest import Keys, live_db
 
@@ -129,3 +131,55 @@ def test_a_project_store_sees_only_its_project(keys: Keys, store: LoopmemStore) 
     assert global_item is not None
     assert scoped_item.value["content"] == "Shop uses Stripe"
     assert global_item.value["content"] == "Global note"
+
+
+class Deletes(httpx.BaseTransport):
+    """The live server, except for DELETEs: those after the first `allowed` are refused (never forwarded), and
+    the answers of the first `lose` are lost (forwarded, done, and then a timeout)."""
+
+    def __init__(self, *, allowed: int | None = None, lose: int = 0) -> None:
+        self.real = httpx.HTTPTransport()
+        self.allowed = allowed
+        self.lose = lose
+        self.deletes: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            self.deletes.append(request.url.path.rsplit("/", 1)[-1])
+            if self.allowed is not None and len(self.deletes) > self.allowed:
+                raise httpx.ConnectError("refused", request=request)
+        response = self.real.handle_request(request)
+        response.read()
+        if request.method == "DELETE" and len(self.deletes) <= self.lose:
+            raise httpx.ReadTimeout("lost", request=request)
+        return response
+
+
+def store_over(keys: Keys, transport: httpx.BaseTransport) -> LoopmemStore:
+    key = keys.key("coder-1")
+    return LoopmemStore(Client(keys.url, key, transport=transport), AsyncClient(keys.url, key))
+
+
+def test_a_forget_cut_short_leaves_the_current_value_not_an_older_one(store: LoopmemStore, keys: Keys) -> None:
+    for editor in ("vim", "helix", "zed"):
+        store.put(("prefs",), "editor", {"content": editor})
+    cut_short = store_over(keys, Deletes(allowed=1))
+    with pytest.raises(LoopmemUnreachable):
+        cut_short.delete(("prefs",), "editor")
+    item = store.get(("prefs",), "editor")
+    assert item is not None
+    assert item.value == {"content": "zed"}  # not "helix" brought back by forgetting the newest first
+
+    store.delete(("prefs",), "editor")
+    assert store.get(("prefs",), "editor") is None
+
+
+def test_a_forget_whose_answer_was_lost_is_sent_again(store: LoopmemStore, keys: Keys) -> None:
+    store.put(("prefs",), "shell", {"content": "bash"})
+    store.put(("prefs",), "shell", {"content": "fish"})
+    transport = Deletes(lose=1)
+    store_over(keys, transport).delete(("prefs",), "shell")
+    assert transport.deletes[0] == transport.deletes[1]  # the lost one again, answered 404: done
+    assert len(transport.deletes) == 3
+    with Client(keys.url, keys.key("coder-1")) as client:
+        assert client.memory_list(include_superseded=True)["data"] == []
