@@ -7,7 +7,8 @@ only narrows inside the key's own memory: each item is one long-term memory whos
                    "key": "k", "value": {...}, "created_at": <first version's time, on a correction>}}
 
 so a namespace prefix, a key and a `filter` on the value are all one JSON-containment filter, applied inside the
-scoped search (complete, never a post-filter), and the store's `project_id` and `tags` narrow further. The
+scoped search, and the store's `project_id` and `tags` narrow further. A filter on a list, or `$eq` on a list or an
+object, is equality, which containment is not: those are checked again on the answers (`_value_filter`). The
 namespace is kept by position ("0", "1", ...) because containment on a JSON array ignores order.
 
 `put` on an existing key is a correction (`PATCH`: the old value stays in the memory's history); `put(..., None)`
@@ -163,20 +164,42 @@ class LoopmemStore(BaseStore):
 
     def _search(self, op: SearchOp) -> Plan[list[SearchItem]]:
         marker = self._marker(op.namespace_prefix)
+        exact = True  # whether the containment filter is already the equality asked for
         if op.filter:
-            marker[MARK]["value"] = _value_filter(op.filter)
+            marker[MARK]["value"], exact = _value_filter(op.filter)
+        conditions = op.filter or {}
         filters = MemoryFilters(metadata=marker, tags=self.tags or None)
+
+        def equal(memory: JSONObject) -> bool:
+            return exact or _value_equals(memory["metadata"][MARK].get("value") or {}, conditions)
+
         if op.query:
             wanted = min(op.offset + op.limit, MAX_RECALL)
             if op.offset >= wanted:
                 return []
+            # Containment lets through lists and objects that only contain the ones asked for: the best
+            # MAX_RECALL candidates are checked exactly, so that the ones that are equal are all there to slice.
             body = yield CALLS.memory_recall(
-                query=op.query, limit=wanted, project_id=self.project_id, filters=filters, mode=self.mode
+                query=op.query,
+                limit=wanted if exact else MAX_RECALL,
+                project_id=self.project_id,
+                filters=filters,
+                mode=self.mode,
             )
-            hits = body["data"][op.offset : op.offset + op.limit]
+            hits = [hit for hit in body["data"] if equal(hit["memory"])][op.offset : op.offset + op.limit]
             return [_item(hit["memory"], score=hit.get("score")) for hit in hits]
-        page = yield CALLS.memory_list(limit=min(op.limit, PAGE), offset=op.offset, filters=filters)
-        return [_item(memory) for memory in page["data"]]
+        if exact:
+            page = yield CALLS.memory_list(limit=min(op.limit, PAGE), offset=op.offset, filters=filters)
+            return [_item(memory) for memory in page["data"]]
+        # Checked exactly after the search: read pages until `offset + limit` are equal (or none are left), so
+        # that a page of near misses never hides the matches after it.
+        found: list[JSONObject] = []
+        for number in range(MAX_PAGES):
+            page = yield CALLS.memory_list(limit=PAGE, offset=number * PAGE, filters=filters)
+            found.extend(memory for memory in page["data"] if equal(memory))
+            if len(found) >= op.offset + op.limit or len(page["data"]) < PAGE:
+                break
+        return [_item(memory) for memory in found[op.offset : op.offset + op.limit]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
         prefix = next((c.path for c in op.match_conditions or () if c.match_type == "prefix"), ())
@@ -324,17 +347,55 @@ def _render(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _value_filter(conditions: Mapping[str, Any]) -> JSONObject:
-    """A SearchOp `filter` as JSON containment on the value: equality (`v` or `{"$eq": v}`) only, because any
-    other operator could only be applied after the search, which would make it incomplete."""
-    wanted: JSONObject = {}
-    for field, condition in conditions.items():
-        if isinstance(condition, Mapping) and any(str(name).startswith("$") for name in condition):
+def _value_filter(conditions: Mapping[str, Any]) -> tuple[JSONObject, bool]:
+    """A SearchOp `filter` as (JSON containment on the value, whether that containment is the filter itself).
+
+    The filter is equality, compared as LangGraph's InMemoryStore compares: a scalar is equal, a list is equal in
+    order and length, `{"$eq": v}` is `== v`, and an object without `$` keys matches field by field. Containment
+    is the same for scalars and those objects; a list, or `$eq` on a list or an object, contains more than the
+    equal ones, so it is checked again on the answers (`_value_equals`). Any other operator raises: it could only
+    be applied after the search, on no more than the answers."""
+    wanted, exact = _containment(dict(conditions))
+    assert isinstance(wanted, dict)
+    return wanted, exact
+
+
+def _containment(condition: Any) -> tuple[Any, bool]:
+    if isinstance(condition, Mapping):
+        if any(str(name).startswith("$") for name in condition):
             if set(condition) != {"$eq"}:
                 raise ValueError(f"LoopmemStore filters support equality only ($eq), got {dict(condition)!r}")
-            condition = condition["$eq"]
-        wanted[field] = condition
-    return wanted
+            target = condition["$eq"]
+            return target, not isinstance(target, Mapping | list | tuple)
+        parts: JSONObject = {}
+        exact = True
+        for field, value in condition.items():
+            parts[field], field_exact = _containment(value)
+            exact = exact and field_exact
+        return parts, exact
+    if isinstance(condition, list | tuple):
+        return [_containment(value)[0] for value in condition], False
+    return condition, True
+
+
+def _value_equals(have: Any, want: Any) -> bool:
+    """Whether a stored value meets the filter `want` (the comparison of LangGraph's InMemoryStore)."""
+    if isinstance(want, Mapping):
+        if any(str(name).startswith("$") for name in want):
+            return bool(have == _json(want["$eq"]))
+        return isinstance(have, Mapping) and all(_value_equals(have.get(field), value) for field, value in want.items())
+    if isinstance(want, list | tuple):
+        return (
+            isinstance(have, list)
+            and len(have) == len(want)
+            and all(_value_equals(item, wanted) for item, wanted in zip(have, want, strict=True))
+        )
+    return bool(have == want)
+
+
+def _json(value: Any) -> Any:
+    # What the value is once stored (a tuple comes back a list), so that `$eq` compares like with like.
+    return json.loads(json.dumps(value))
 
 
 def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:

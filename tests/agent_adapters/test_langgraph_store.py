@@ -16,6 +16,8 @@ pytest.importorskip("langgraph")
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
 
 from agent.client import LoopmemUnreachable
 from agent.httpx_client import AsyncClient, Client
@@ -183,3 +185,36 @@ def test_a_forget_whose_answer_was_lost_is_sent_again(store: LoopmemStore, keys:
     assert len(transport.deletes) == 3
     with Client(keys.url, keys.key("coder-1")) as client:
         assert client.memory_list(include_superseded=True)["data"] == []
+
+
+def test_a_filter_on_a_list_or_an_object_is_equality_as_in_memory_store(store: LoopmemStore) -> None:
+    values: dict[str, dict[str, Any]] = {
+        "only-x": {"content": "Deploy note one", "labels": ["x"], "meta": {"lang": "py"}},
+        "x-y": {"content": "Deploy note two", "labels": ["x", "y"], "meta": {"lang": "py", "v": 3}},
+        "y-x": {"content": "Deploy note three", "labels": ["y", "x"], "meta": {"lang": "go"}},
+    }
+    reference = InMemoryStore()
+    for key, value in values.items():  # "only-x" first: the oldest, behind two that merely contain its list
+        store.put(("notes",), key, value)
+        reference.put(("notes",), key, value)
+
+    def keys_of(target: BaseStore, **search: Any) -> set[str]:
+        return {item.key for item in target.search(("notes",), **search)}
+
+    cases: list[tuple[dict[str, Any], set[str]]] = [
+        ({"labels": ["x"]}, {"only-x"}),
+        ({"labels": ["x", "y"]}, {"x-y"}),
+        ({"labels": {"$eq": ["y", "x"]}}, {"y-x"}),
+        ({"meta": {"$eq": {"lang": "py"}}}, {"only-x"}),
+        ({"meta": {"lang": "py"}}, {"only-x", "x-y"}),  # without $eq, field by field (InMemoryStore's rule)
+        ({"meta": {"lang": "py"}, "labels": []}, set()),
+    ]
+    for conditions, expected in cases:
+        assert keys_of(reference, filter=conditions) == expected
+        assert keys_of(store, filter=conditions) == expected, conditions
+        assert keys_of(store, filter=conditions, query="deploy note") == expected, conditions
+    # complete: the newest two contain ["x"] but are not equal to it; the equal one behind them still comes back
+    assert [item.key for item in store.search(("notes",), filter={"labels": ["x"]}, limit=1)] == ["only-x"]
+    assert [item.key for item in store.search(("notes",), filter={"labels": ["x"]}, query="deploy", limit=1)] == [
+        "only-x"
+    ]
