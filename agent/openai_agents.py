@@ -30,7 +30,14 @@ from agent.httpx_client import AsyncClient
 MARK = "agents"
 PAGE = 200  # the API's page limit for session history
 BATCH = 100  # the API's batch limit
-MAX_CONTENT_CHARS = 20_000  # a turn's text is what promotion reads; the whole item is kept in its metadata
+MAX_CONTENT_CHARS = 20_000  # a turn's text is what promotion reads; the item itself is kept in its metadata
+# The item kept in a turn's metadata (what `get_items` returns) is at most this much JSON: past it, its longest
+# strings are cut, because a body over the server's cap is refused whole.
+MAX_ITEM_BYTES = 200_000
+MAX_BODY_BYTES = 1_048_576  # the API's default body cap, LOOPMEM_MAX_REQUEST_BODY_BYTES
+CUT_MARK = "\n[truncated]"
+# What says what an item was, kept when even its cut strings are too much (countless small parts).
+ITEM_IDENTITY = ("type", "role", "id", "call_id", "name", "status")
 
 
 def memory_tools(client: AsyncClient, *, project_id: str | None = None) -> list[Tool]:
@@ -98,11 +105,15 @@ class LoopmemSession(SessionABC):
         *,
         project_id: str | None = None,
         session_settings: SessionSettings | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
         self.client = client
         self.project_id = project_id
+        # A batch's body stays under 7/8 of the server's cap (`max_body_bytes`, the service's
+        # LOOPMEM_MAX_REQUEST_BODY_BYTES): headroom for a proxy in front that counts or adds more than the service.
+        self.batch_bytes = max_body_bytes * 7 // 8
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         visible = await self._visible()
@@ -113,11 +124,14 @@ class LoopmemSession(SessionABC):
         return items[-wanted:] if wanted > 0 else []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        turns = [self._turn(_role(item), _content(item), {"item": item}) for item in items]
-        for start in range(0, len(turns), BATCH):
-            body = await self.client.memory_batch(turns[start : start + BATCH])
+        turns = [self._turn(_role(item), _content(item), _item_mark(item)) for item in items]
+        for batch in _batches(turns, self.batch_bytes):
+            body = await self.client.memory_batch(batch)
             for result in body["data"]:
-                if "error" in result:  # the items before it are written: the tier is append-only
+                # Each turn of a batch is written or refused on its own: when one is refused, the batch's other
+                # turns and the earlier batches are stored (the tier is append-only, nothing is undone) and the
+                # later batches are not sent.
+                if "error" in result:
                     raise api_error(result["status"], {"error": result["error"]})
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -192,3 +206,54 @@ def _content(item: TResponseInputItem) -> str:
     if not text.strip():
         text = json.dumps(fields, ensure_ascii=False)
     return text[:MAX_CONTENT_CHARS]
+
+
+def _item_mark(item: TResponseInputItem) -> JSONObject:
+    """The metadata that keeps `item`: the item itself, or (over MAX_ITEM_BYTES) a copy with its strings cut."""
+    fields = cast(dict[str, Any], item)
+    if _size(fields) <= MAX_ITEM_BYTES:
+        return {"item": fields}
+    limit = MAX_ITEM_BYTES
+    while limit >= 256:
+        cut = _cut(fields, limit)
+        if _size(cut) <= MAX_ITEM_BYTES:
+            return {"item": cut, "truncated": True}
+        limit //= 2
+    kept: JSONObject = {key: fields[key] for key in ITEM_IDENTITY if isinstance(fields.get(key), str)}
+    kept["output" if "output" in fields else "content"] = _content(item) + CUT_MARK
+    # A character is at most 12 bytes of JSON (an escaped surrogate pair).
+    return {"item": _cut(kept, MAX_ITEM_BYTES // 12), "truncated": True}
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + CUT_MARK
+    if isinstance(value, dict):
+        return {key: _cut(part, limit) for key, part in value.items()}
+    if isinstance(value, list):
+        return [_cut(part, limit) for part in value]
+    return value
+
+
+def _size(value: Any) -> int:
+    # As the client encodes a body (json.dumps defaults), so that sizes add up to the body sent.
+    return len(json.dumps(value).encode())
+
+
+def _batches(turns: list[JSONObject], budget: int) -> list[list[JSONObject]]:
+    """`turns` in order, as batches of at most BATCH whose body `{"memories": [...]}` is at most `budget` bytes (a
+    turn over it alone goes alone, for the server to refuse)."""
+    envelope = _size({"memories": []})
+    batches: list[list[JSONObject]] = []
+    current: list[JSONObject] = []
+    used = envelope
+    for turn in turns:
+        size = _size(turn) + (2 if current else 0)  # ", " between two turns
+        if current and (len(current) == BATCH or used + size > budget):
+            batches.append(current)
+            current, used, size = [], envelope, size - 2
+        current.append(turn)
+        used += size
+    if current:
+        batches.append(current)
+    return batches

@@ -114,3 +114,41 @@ def test_get_items_limit_returns_the_latest(keys: Keys) -> None:
         return await session.get_items(limit=2)
 
     assert asyncio.run(run()) == items[-2:]
+
+
+def test_add_items_splits_batches_by_size_under_the_body_cap(keys: Keys) -> None:
+    # 60 items of 13 KB: 780 KB once, and each is kept twice (text and item), past the 1 MiB body cap in one batch
+    session = LoopmemSession("chat-big", AsyncClient(keys.url, keys.key("coder-1")))
+    items: list[Any] = [{"role": "user", "content": f"{n:03} " + "lorem ipsum " * 1100} for n in range(60)]
+
+    async def run() -> list[Any]:
+        await session.add_items(items)
+        return await session.get_items()
+
+    assert asyncio.run(run()) == items
+
+
+def test_a_tool_output_over_the_body_cap_is_kept_cut_not_refused(keys: Keys) -> None:
+    session = LoopmemSession("chat-huge", AsyncClient(keys.url, keys.key("coder-1")))
+    huge = "0123456789abcdef" * 80_000  # 1.28 MB: alone over the 1 MiB body cap
+    items: list[Any] = [
+        {"type": "function_call", "call_id": "c1", "name": "dump", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": huge},
+        {"role": "assistant", "content": "Dumped."},
+    ]
+
+    async def run() -> list[Any]:
+        await session.add_items(items)
+        return await session.get_items()
+
+    stored = asyncio.run(run())
+    assert [stored[0], stored[2]] == [items[0], items[2]]
+    output = stored[1]
+    assert (output["type"], output["call_id"]) == ("function_call_output", "c1")
+    assert huge.startswith(output["output"].removesuffix("\n[truncated]"))
+    assert output["output"].endswith("\n[truncated]")
+    assert len(json.dumps(output)) <= 200_000
+    with Client(keys.url, keys.key("coder-1")) as client:
+        turns = client.session_history("chat-huge")["data"]
+    assert turns[1]["metadata"]["agents"]["truncated"] is True
+    assert len(turns[1]["content"]) == 20_000  # what promotion reads
