@@ -162,6 +162,14 @@ def main() -> None:
 
     # Run as a file, this script's folder is on sys.path, not the project's.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # The detector reads one setting (the data dir, where the maintained rules are compiled once); placeholder URLs
+    # keep the settings from starting the embedded PostgreSQL and Redis, which the bench never uses.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+    os.environ.setdefault("DATABASE_URL", "postgres://bench/unused")
+    os.environ.setdefault("REDIS_URL", "redis://bench:1/0")
+    import django
+
+    django.setup()
     from loopmem.secret_scan import scan
 
     rng = random.Random(18)
