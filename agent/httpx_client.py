@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 import time
 import uuid
-from collections.abc import Awaitable
+import weakref
+from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,8 +217,9 @@ class AsyncClient(Endpoints[Awaitable[JSONObject]]):
         self._t = _Transport(base_url, api_key, timeout=timeout, connect_timeout=connect_timeout, retry=retry)
         self.base_url = self._t.base_url
         self._transport = transport
-        self._http: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # One pool per event loop, as connections belong to the loop that opened them (see `_pool`).
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()  # loops of several threads may share the client
 
     @classmethod
     def from_env(cls, **options: Any) -> AsyncClient:
@@ -227,20 +230,51 @@ class AsyncClient(Endpoints[Awaitable[JSONObject]]):
     def __repr__(self) -> str:
         return f"AsyncClient({self.base_url!r})"
 
-    def _pool(self) -> httpx.AsyncClient:
-        # A connection pool belongs to the event loop that opened it. Frameworks start a loop per synchronous
-        # call (Runner.run_sync, asyncio.run), so a client kept across them opens a pool per loop.
+    async def _pool(self) -> httpx.AsyncClient:
+        """The running loop's pool, opened on first use and closed as the loop shuts down.
+
+        Frameworks start a loop per synchronous call (asyncio.run), and a pool cannot be closed once its loop is:
+        so each pool is closed by a small async generator started in its loop, which the loop finalizes as it
+        shuts down (`shutdown_asyncgens`, which asyncio.run and Runner.run_sync call). A loop that already did so
+        and stays open (Runner.run_sync keeps the thread's default loop for the next run) tracks no new generator:
+        its pool lives as long as the loop, reused by every run on it, until `aclose`."""
         loop = asyncio.get_running_loop()
-        if self._http is None or self._loop is not loop:
-            self._http = httpx.AsyncClient(
+        with self._lock:
+            # A loop closed without shutting its generators down leaves a pool nothing can close any more: drop it
+            # (the collector then closes its sockets).
+            for closed in [other for other in self._pools if other.is_closed()]:
+                del self._pools[closed]
+            entry = self._pools.get(loop)
+            if entry is not None and not entry.http.is_closed:
+                return entry.http
+            http = httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=self._t._headers,
                 timeout=self._t.timeout,
                 follow_redirects=False,
                 transport=self._transport,
             )
-            self._loop = loop
-        return self._http
+            tracked = not getattr(loop, "_asyncgens_shutdown_called", False)  # asyncio's own flag for it
+            entry = _LoopPool(http, self._closed_with_loop(loop, http) if tracked else None)
+            self._pools[loop] = entry
+        if entry.closer is not None:
+            await entry.closer.asend(None)  # started here: the running loop now finalizes it
+        return http
+
+    async def _closed_with_loop(
+        self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            self._forget_pool(loop, http)
+            await http.aclose()
+
+    def _forget_pool(self, loop: asyncio.AbstractEventLoop, http: httpx.AsyncClient) -> None:
+        with self._lock:
+            entry = self._pools.get(loop)
+            if entry is not None and entry.http is http:
+                del self._pools[loop]
 
     def send(self, call: Call) -> Awaitable[JSONObject]:
         return self._asend(call)
@@ -251,7 +285,7 @@ class AsyncClient(Endpoints[Awaitable[JSONObject]]):
         while True:
             try:
                 try:
-                    response = await self._pool().request(**self._t.request_args(call, key))
+                    response = await (await self._pool()).request(**self._t.request_args(call, key))
                 except httpx.HTTPError as exc:
                     raise self._t.transport_error(exc) from exc
                 return self._t.answer(call, response)
@@ -263,15 +297,28 @@ class AsyncClient(Endpoints[Awaitable[JSONObject]]):
                 attempt += 1
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        """Close the running loop's pool now (the client opens a new one if used again)."""
+        with self._lock:
+            entry = self._pools.get(asyncio.get_running_loop())
+        if entry is None:
+            return
+        if entry.closer is not None:
+            await entry.closer.aclose()  # its `finally` closes the pool and forgets it
+        else:
+            self._forget_pool(asyncio.get_running_loop(), entry.http)
+            await entry.http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+@dataclass(frozen=True)
+class _LoopPool:
+    http: httpx.AsyncClient
+    closer: AsyncGenerator[None, None] | None  # None: the loop no longer finalizes generators
 
 
 def _query_text(value: object) -> str | list[str]:

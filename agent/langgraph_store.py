@@ -103,6 +103,10 @@ class LoopmemStore(BaseStore):
         """A store for LOOPMEM_AGENT_KEY at LOOPMEM_URL."""
         return cls(Client.from_env(**options), AsyncClient.from_env(**options), project_id=project_id, tags=tags)
 
+    def close(self) -> None:
+        """Close the sync client's connections (the async client's close with their event loops)."""
+        self.client.close()
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [_run(self._plan(op), self.client) for op in ops]
 

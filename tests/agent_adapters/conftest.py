@@ -4,8 +4,10 @@ Django; only the fixtures that issue keys do."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +17,9 @@ pytest.importorskip("httpx")
 from agent.httpx_client import AsyncClient, Client
 from tests.factories import TenantFactory
 from tests.mcp.conftest import _static_url_for_live_server, live_db, live_server, silent_server
+
+if TYPE_CHECKING:
+    from agent.langgraph_store import LoopmemStore
 
 __all__ = ["_static_url_for_live_server", "live_db", "live_server", "silent_server"]
 
@@ -45,8 +50,15 @@ class Keys:
 
 
 @pytest.fixture
-def keys(live_server: Any, make_key: Any, tenant: Any) -> Keys:
-    return Keys(live_server.url, make_key, tenant)
+def keys(live_server: Any, make_key: Any, tenant: Any) -> Iterator[Keys]:
+    yield Keys(live_server.url, make_key, tenant)
+    # The fixtures that close the test's clients are torn down first (they use this one). Each live-server
+    # connection is served by a thread holding a database session until it sees the client hang up; waiting for
+    # them leaves no session behind, which would otherwise make dropping the test database fail.
+    deadline = time.monotonic() + 5
+    for thread in threading.enumerate():
+        if thread.name.endswith("(process_request_thread)"):
+            thread.join(max(deadline - time.monotonic(), 0))
 
 
 @pytest.fixture
@@ -56,5 +68,42 @@ def client(keys: Keys) -> Iterator[Client]:
 
 
 @pytest.fixture
-def async_client(keys: Keys) -> AsyncClient:
-    return AsyncClient(keys.url, keys.key("coder-1"))
+def async_client(async_clients: Callable[[str], AsyncClient]) -> AsyncClient:
+    return async_clients("coder-1")
+
+
+@pytest.fixture
+def async_clients(keys: Keys) -> Iterator[Callable[[str], AsyncClient]]:
+    """`async_clients(agent_id)`: an AsyncClient for that agent, whose pools are all closed after the test. A pool on
+    a loop that asyncio.run shut down is closed already; Runner.run_sync keeps its loop open (and a later
+    asyncio.run unsets it without closing it), so its pool is closed here, on that loop. Left open, it keeps a
+    live-server thread and its database session, and the test database cannot be dropped."""
+    made: list[AsyncClient] = []
+
+    def make(agent_id: str) -> AsyncClient:
+        made.append(AsyncClient(keys.url, keys.key(agent_id)))
+        return made[-1]
+
+    yield make
+    for client in made:
+        for loop in list(client._pools):
+            if not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(client.aclose())
+
+
+@pytest.fixture
+def connect(keys: Keys) -> Iterator[Callable[..., LoopmemStore]]:
+    """`connect(api_key, **options)`: a LoopmemStore on the live server, closed after the test. A client left open
+    keeps its connection, and the live-server thread serving it keeps a database session (CONN_MAX_AGE), which
+    makes dropping the test database fail."""
+    from agent.langgraph_store import LoopmemStore  # langgraph is optional: only the tests that use it need it
+
+    made: list[LoopmemStore] = []
+
+    def connect(api_key: str, **options: Any) -> LoopmemStore:
+        made.append(LoopmemStore.connect(keys.url, api_key, **options))
+        return made[-1]
+
+    yield connect
+    for store in made:
+        store.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import gc
 import time
+import warnings
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,6 +77,9 @@ def test_a_write_whose_answer_was_lost_is_retried_with_its_key_and_lands_once(ke
             if len(seen) == 1:  # the server wrote it; the client never hears
                 raise httpx.ReadTimeout("lost", request=request)
             return response
+
+        def close(self) -> None:
+            real.close()
 
     key = keys.key("coder-1")
     with Client(keys.url, key, transport=LosesFirstAnswer(), retry=RetryPolicy(base_delay=0.01)) as flaky:
@@ -253,3 +258,65 @@ def test_a_forget_or_correction_is_resent_when_it_never_ran(answer: tuple[int, d
         assert client.memory_forget(MEMORY_ID) == FORGOTTEN
         assert client.memory_correct(MEMORY_ID, text="fixed")["data"]["id"] == MEMORY_ID
     assert len(times) == 4
+
+
+class CountsCloses(httpx.MockTransport):
+    def __init__(self) -> None:
+        super().__init__(lambda request: httpx.Response(200, json={"data": [], "meta": {}}))
+        self.closes = 0
+
+    async def aclose(self) -> None:
+        self.closes += 1
+
+
+def test_each_event_loops_pool_is_closed_as_the_loop_shuts_down() -> None:
+    transport = CountsCloses()
+    client = AsyncClient("http://loopmem.test", "k", transport=transport)
+
+    async def list_twice() -> None:
+        await client.memory_list()
+        await client.memory_list()  # the same loop: the same pool
+
+    for runs in range(1, 4):
+        asyncio.run(list_twice())
+        assert transport.closes == runs  # the loop's own pool, closed with it, not left behind
+
+    async def closed_early() -> None:
+        await client.memory_list()
+        await client.aclose()
+        assert transport.closes == 4
+        await client.memory_list()  # a new pool, closed with the loop
+
+    asyncio.run(closed_early())
+    assert transport.closes == 5
+
+
+def test_loops_leave_no_connection_open(keys: Keys) -> None:
+    client = AsyncClient(keys.url, keys.key("coder-1"))
+    gc.collect()  # what earlier tests left is not this test's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(3):
+            asyncio.run(client.memory_list())  # type: ignore[arg-type]
+        gc.collect()
+    assert [str(warning.message) for warning in caught if warning.category is ResourceWarning] == []
+
+
+def test_a_loop_kept_across_runs_keeps_one_pool() -> None:
+    # Runner.run_sync's way: one loop per thread, kept open, its generators shut down after every run.
+    transport = CountsCloses()
+    client = AsyncClient("http://loopmem.test", "k", transport=transport)
+    loop = asyncio.new_event_loop()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            for _ in range(3):
+                loop.run_until_complete(client.memory_list())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+        # none of ours started after the shutdown, where the loop would not finalize it (httpx's own are)
+        assert [str(w.message) for w in caught if "_closed_with_loop" in str(w.message)] == []
+        assert transport.closes == 1  # the first run's pool; the next runs share one, open while the loop is
+        loop.run_until_complete(client.aclose())
+        assert transport.closes == 2
+    finally:
+        loop.close()

@@ -4,6 +4,7 @@ nothing, because the key alone decides whose memory a call reads and writes."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -19,8 +20,10 @@ from tests.agent_adapters.conftest import Keys, live_db
 pytestmark = live_db
 
 
-def test_a_namespace_naming_another_subject_or_tenant_reaches_nothing(keys: Keys) -> None:
-    owner = LoopmemStore.connect(keys.url, keys.key("coder-1"))
+def test_a_namespace_naming_another_subject_or_tenant_reaches_nothing(
+    keys: Keys, connect: Callable[..., LoopmemStore]
+) -> None:
+    owner = connect(keys.key("coder-1"))
     owner.put(("memories", "coder-1"), "k", {"content": "coder-1's secret plan: ship on Monday"})
     tenant_id = str(keys.tenant.id)
     naming_the_owner = [
@@ -30,8 +33,8 @@ def test_a_namespace_naming_another_subject_or_tenant_reaches_nothing(keys: Keys
         (tenant_id, "coder-1"),
     ]
     for intruder in (
-        LoopmemStore.connect(keys.url, keys.key("coder-2")),  # another subject of the tenant
-        LoopmemStore.connect(keys.url, keys.foreign("coder-1")),  # the same agent id in another tenant
+        connect(keys.key("coder-2")),  # another subject of the tenant
+        connect(keys.foreign("coder-1")),  # the same agent id in another tenant
     ):
         for namespace in naming_the_owner:
             assert intruder.get(namespace, "k") is None

@@ -5,7 +5,9 @@ filters; items carry their times and score."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import httpx
@@ -28,8 +30,11 @@ pytestmark = live_db
 
 
 @pytest.fixture
-def store(keys: Keys) -> LoopmemStore:
-    return LoopmemStore.connect(keys.url, keys.key("coder-1"))
+def store(keys: Keys) -> Iterator[LoopmemStore]:
+    # Closed: a kept-alive connection holds a live-server thread, and its database session, open.
+    made = LoopmemStore.connect(keys.url, keys.key("coder-1"))
+    yield made
+    made.close()
 
 
 class State(TypedDict, total=False):
@@ -128,6 +133,7 @@ def test_a_project_store_sees_only_its_project(keys: Keys, store: LoopmemStore) 
     scoped.put(("notes",), "n", {"content": "Shop uses Stripe"})
     store.put(("notes",), "n", {"content": "Global note"})
     scoped_item = scoped.get(("notes",), "n")
+    scoped.close()
     global_item = store.get(("notes",), "n")
     assert scoped_item is not None
     assert global_item is not None
@@ -156,17 +162,24 @@ class Deletes(httpx.BaseTransport):
             raise httpx.ReadTimeout("lost", request=request)
         return response
 
+    def close(self) -> None:
+        self.real.close()
 
-def store_over(keys: Keys, transport: httpx.BaseTransport) -> LoopmemStore:
+
+@contextlib.contextmanager
+def store_over(keys: Keys, transport: httpx.BaseTransport) -> Iterator[LoopmemStore]:
     key = keys.key("coder-1")
-    return LoopmemStore(Client(keys.url, key, transport=transport), AsyncClient(keys.url, key))
+    made = LoopmemStore(Client(keys.url, key, transport=transport), AsyncClient(keys.url, key))
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 def test_a_forget_cut_short_leaves_the_current_value_not_an_older_one(store: LoopmemStore, keys: Keys) -> None:
     for editor in ("vim", "helix", "zed"):
         store.put(("prefs",), "editor", {"content": editor})
-    cut_short = store_over(keys, Deletes(allowed=1))
-    with pytest.raises(LoopmemUnreachable):
+    with store_over(keys, Deletes(allowed=1)) as cut_short, pytest.raises(LoopmemUnreachable):
         cut_short.delete(("prefs",), "editor")
     item = store.get(("prefs",), "editor")
     assert item is not None
@@ -180,7 +193,8 @@ def test_a_forget_whose_answer_was_lost_is_sent_again(store: LoopmemStore, keys:
     store.put(("prefs",), "shell", {"content": "bash"})
     store.put(("prefs",), "shell", {"content": "fish"})
     transport = Deletes(lose=1)
-    store_over(keys, transport).delete(("prefs",), "shell")
+    with store_over(keys, transport) as flaky:
+        flaky.delete(("prefs",), "shell")
     assert transport.deletes[0] == transport.deletes[1]  # the lost one again, answered 404: done
     assert len(transport.deletes) == 3
     with Client(keys.url, keys.key("coder-1")) as client:

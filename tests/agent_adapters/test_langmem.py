@@ -4,6 +4,7 @@ found again through the search tool, in the namespace LangMem templates from the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -20,8 +21,8 @@ CONFIG = {"configurable": {"langgraph_user_id": "user-7"}}
 NAMESPACE = ("memories", "{langgraph_user_id}")
 
 
-def test_langmem_tools_round_trip_on_the_store(keys: Keys) -> None:
-    store = LoopmemStore.connect(keys.url, keys.key("coder-1"))
+def test_langmem_tools_round_trip_on_the_store(keys: Keys, connect: Callable[..., LoopmemStore]) -> None:
+    store = connect(keys.key("coder-1"))
     manage = create_manage_memory_tool(namespace=NAMESPACE, store=store)
     search = create_search_memory_tool(namespace=NAMESPACE, store=store)
 
@@ -41,10 +42,10 @@ def test_langmem_tools_round_trip_on_the_store(keys: Keys) -> None:
     assert store.get(("memories", "user-7"), memory_key) is None
 
 
-def test_langmem_async_tools_use_abatch(keys: Keys) -> None:
+def test_langmem_async_tools_use_abatch(keys: Keys, connect: Callable[..., LoopmemStore]) -> None:
     import asyncio
 
-    store = LoopmemStore.connect(keys.url, keys.key("coder-1"))
+    store = connect(keys.key("coder-1"))
     manage = create_manage_memory_tool(namespace=NAMESPACE, store=store)
     search = create_search_memory_tool(namespace=NAMESPACE, store=store)
 

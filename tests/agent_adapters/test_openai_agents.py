@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,7 +31,9 @@ def tool_output(call: ModelCall, call_id: str) -> Any:
     return json.loads(output)
 
 
-def test_a_runner_calls_remember_recall_correct_and_forget(keys: Keys) -> None:
+def test_a_runner_calls_remember_recall_correct_and_forget(
+    keys: Keys, async_clients: Callable[[str], AsyncClient]
+) -> None:
     key = keys.key("coder-1")
     memory_id: dict[str, str] = {}
 
@@ -63,7 +66,7 @@ def test_a_runner_calls_remember_recall_correct_and_forget(keys: Keys) -> None:
             [assistant_message("Done.")],
         ]
     )
-    agent = Agent(name="coder", instructions="Use memory.", model=model, tools=memory_tools(AsyncClient(keys.url, key)))
+    agent = Agent(name="coder", instructions="Use memory.", model=model, tools=memory_tools(async_clients("coder-1")))
     result = Runner.run_sync(agent, "Remember where the build cache is, then fix it.", run_config=OFFLINE)
     assert result.final_output == "Done."
     model.assert_complete()
@@ -74,9 +77,11 @@ def test_a_runner_calls_remember_recall_correct_and_forget(keys: Keys) -> None:
         assert (live["id"], live["text"], live["tags"]) == (memory_id["id"], "Build cache: /var/cache/b1", ["build"])
 
 
-def test_the_session_keeps_a_conversation_and_pop_and_clear_append(keys: Keys) -> None:
+def test_the_session_keeps_a_conversation_and_pop_and_clear_append(
+    keys: Keys, async_clients: Callable[[str], AsyncClient]
+) -> None:
     key = keys.key("coder-1")
-    session = LoopmemSession("chat-1", AsyncClient(keys.url, key))
+    session = LoopmemSession("chat-1", async_clients("coder-1"))
     model = ScriptedModel([[assistant_message("Hello Ada.")], [assistant_message("You are Ada.")]])
     agent = Agent(name="coder", model=model)
 
@@ -105,8 +110,8 @@ def test_the_session_keeps_a_conversation_and_pop_and_clear_append(keys: Keys) -
     assert turns[0]["content"] == "I am Ada."
 
 
-def test_get_items_limit_returns_the_latest(keys: Keys) -> None:
-    session = LoopmemSession("chat-2", AsyncClient(keys.url, keys.key("coder-1")))
+def test_get_items_limit_returns_the_latest(keys: Keys, async_clients: Callable[[str], AsyncClient]) -> None:
+    session = LoopmemSession("chat-2", async_clients("coder-1"))
     items: list[Any] = [{"role": "user", "content": f"message {n}"} for n in range(5)]
 
     async def run() -> list[Any]:
@@ -116,9 +121,11 @@ def test_get_items_limit_returns_the_latest(keys: Keys) -> None:
     assert asyncio.run(run()) == items[-2:]
 
 
-def test_add_items_splits_batches_by_size_under_the_body_cap(keys: Keys) -> None:
+def test_add_items_splits_batches_by_size_under_the_body_cap(
+    keys: Keys, async_clients: Callable[[str], AsyncClient]
+) -> None:
     # 60 items of 13 KB: 780 KB once, and each is kept twice (text and item), past the 1 MiB body cap in one batch
-    session = LoopmemSession("chat-big", AsyncClient(keys.url, keys.key("coder-1")))
+    session = LoopmemSession("chat-big", async_clients("coder-1"))
     items: list[Any] = [{"role": "user", "content": f"{n:03} " + "lorem ipsum " * 1100} for n in range(60)]
 
     async def run() -> list[Any]:
@@ -128,8 +135,10 @@ def test_add_items_splits_batches_by_size_under_the_body_cap(keys: Keys) -> None
     assert asyncio.run(run()) == items
 
 
-def test_a_tool_output_over_the_body_cap_is_kept_cut_not_refused(keys: Keys) -> None:
-    session = LoopmemSession("chat-huge", AsyncClient(keys.url, keys.key("coder-1")))
+def test_a_tool_output_over_the_body_cap_is_kept_cut_not_refused(
+    keys: Keys, async_clients: Callable[[str], AsyncClient]
+) -> None:
+    session = LoopmemSession("chat-huge", async_clients("coder-1"))
     huge = "0123456789abcdef" * 80_000  # 1.28 MB: alone over the 1 MiB body cap
     items: list[Any] = [
         {"type": "function_call", "call_id": "c1", "name": "dump", "arguments": "{}"},
