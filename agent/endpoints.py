@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from agent.client import (
+from agent.wire import (
     DEFAULT_RECALL_MODE,
     JSONObject,
     MemoryFilters,
@@ -20,6 +20,7 @@ from agent.client import (
     Source,
     canonical_uuid,
     path_segment,
+    present,
 )
 
 R = TypeVar("R", covariant=True)
@@ -83,7 +84,7 @@ class Endpoints(Generic[R]):
         expires_at: str | None = None,
     ) -> R:
         """POST /api/v1/memory: a long-term memory (`text`), or a session turn (`tier="session"`)."""
-        body = _present(
+        body = present(
             tier=tier,
             text=text,
             confidence=confidence,
@@ -114,7 +115,7 @@ class Endpoints(Generic[R]):
     ) -> R:
         """POST /api/v1/memory/recall: your memories for `query`, hybrid by default (None: the API's default),
         among those matching `filters` (applied inside the search, so a filtered recall is complete)."""
-        body = _present(
+        body = present(
             query=query, limit=limit, include_superseded=include_superseded, project_id=project_id, mode=mode
         )
         body.update((filters or MemoryFilters()).body())
@@ -155,7 +156,7 @@ class Endpoints(Generic[R]):
     ) -> R:
         """PATCH /api/v1/memory/:id: a corrected new version; the old one stays in the history. 409
         `already_superseded` (`AlreadySuperseded`) names the newer version in `details.superseded_by`."""
-        body = _present(text=text, confidence=confidence, tags=tags, metadata=metadata)
+        body = present(text=text, confidence=confidence, tags=tags, metadata=metadata)
         return self.send(Call("PATCH", f"/api/v1/memory/{_memory_id(memory_id)}", body=body))
 
     def memory_forget(self, memory_id: str) -> R:
@@ -186,7 +187,7 @@ class Endpoints(Generic[R]):
 
     def memory_graduate(self, *, memory_id: str, re_scope: Literal["inherit", "global"] | None = None) -> R:
         """POST /api/v1/memory/graduate: write a memory into the Knowledge Wiki (owner-visible)."""
-        return self.send(Call("POST", "/api/v1/memory/graduate", body=_present(memory_id=memory_id, re_scope=re_scope)))
+        return self.send(Call("POST", "/api/v1/memory/graduate", body=present(memory_id=memory_id, re_scope=re_scope)))
 
     # --- Merged recall ------------------------------------------------------------------------------------------
 
@@ -201,13 +202,18 @@ class Endpoints(Generic[R]):
         mode: RecallMode | None = DEFAULT_RECALL_MODE,
     ) -> R:
         """POST /api/v1/recall: memories and knowledge merged, with `meta.recall_id` for `recall_referenced`."""
-        body = _present(query=query, project_id=project_id, limit=limit, session_id=session_id, mode=mode)
+        body = present(query=query, project_id=project_id, limit=limit, session_id=session_id, mode=mode)
         body.update((filters or MemoryFilters()).body())
         return self.send(Call("POST", "/api/v1/recall", body=body, replayable=True))
 
     def recall_referenced(self, *, recall_id: str, article_ids: list[str]) -> R:
         """POST /api/v1/recall/:recall_id/referenced: which surfaced articles the answer actually used."""
-        recall_id = canonical_uuid(recall_id, field="recall_id", code="invalid_recall_id")
+        recall_id = canonical_uuid(
+            recall_id,
+            field="recall_id",
+            code="invalid_recall_id",
+            message="The `recall_id` path segment must be the `meta.recall_id` UUID from a recall response.",
+        )
         return self.send(Call("POST", f"/api/v1/recall/{recall_id}/referenced", body={"article_ids": article_ids}))
 
     # --- Knowledge Wiki -----------------------------------------------------------------------------------------
@@ -249,7 +255,7 @@ class Endpoints(Generic[R]):
         idempotency_key: str | None = None,
     ) -> R:
         """POST /api/v1/knowledge/articles: propose an article (through the novelty gate)."""
-        fields = _present(
+        fields = present(
             title=title,
             body=body,
             category=category,
@@ -299,7 +305,7 @@ class Endpoints(Generic[R]):
         status: str | None = None,
     ) -> R:
         """PATCH /api/v1/knowledge/articles/:id: edit an article you may edit."""
-        fields = _present(title=title, body=body, tags=tags, status=status)
+        fields = present(title=title, body=body, tags=tags, status=status)
         return self.send(Call("PATCH", f"/api/v1/knowledge/articles/{_article_id(article_id)}", body=fields))
 
     # --- Projects -----------------------------------------------------------------------------------------------
@@ -314,7 +320,7 @@ class Endpoints(Generic[R]):
         metadata: JSONObject | None = None,
     ) -> R:
         """POST /api/v1/projects (user, orchestrator and superadmin keys)."""
-        fields = _present(name=name, slug=slug, repo_url=repo_url, description=description, metadata=metadata)
+        fields = present(name=name, slug=slug, repo_url=repo_url, description=description, metadata=metadata)
         return self.send(Call("POST", "/api/v1/projects", body=fields))
 
     def project_list(self, *, limit: int | None = None, offset: int | None = None, status: str | None = None) -> R:
@@ -349,8 +355,3 @@ def _session_id(value: str) -> str:
 
 def _article_id(value: str) -> str:
     return path_segment(value, field="article_id")
-
-
-def _present(**fields: Any) -> JSONObject:
-    """The fields that were given: an omitted argument is left out of the body, not sent as null."""
-    return {key: value for key, value in fields.items() if value is not None}
