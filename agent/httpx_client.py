@@ -7,7 +7,7 @@
   raised at once, because waiting seconds would not help. A call that is not safe to repeat (a correction, a
   forget) is retried after a 429 and after a 503 whose code says nothing ran (`NEVER_RAN`), not after any 503.
 - A lost answer (timeout, reset, refused connection) is retried only for calls that are safe to repeat (`Call`).
-- Every request has a connect and a read timeout; errors are `agent.client`'s typed exceptions with the API's
+- Every request has a connect and a read timeout; errors are `agent.wire`'s typed exceptions with the API's
   stable `code`.
 
 Neither imports Django nor the service: this module is the agent-side distribution's (`pip install ./agent`).
@@ -28,16 +28,18 @@ from typing import Any
 
 import httpx
 
-from agent.client import (
+from agent.config import agent_config_from_env
+from agent.endpoints import Call, Endpoints
+from agent.wire import (
     JSONObject,
     LoopmemAPIError,
     LoopmemError,
     LoopmemTimeout,
     LoopmemUnreachable,
     api_error,
+    json_or_none,
+    query_text,
 )
-from agent.config import agent_config_from_env
-from agent.endpoints import Call, Endpoints
 
 USER_AGENT = "loopmem-agent/0.1"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -113,7 +115,7 @@ class _Transport:
         if call.body is not None:
             content = json.dumps(call.body).encode()
             headers["Content-Type"] = "application/json"
-        params = {key: _query_text(value) for key, value in (call.query or {}).items() if value is not None}
+        params = {key: query_text(value) for key, value in (call.query or {}).items() if value is not None}
         return {"method": call.method, "url": call.path, "params": params, "content": content, "headers": headers}
 
     def answer(self, call: Call, response: httpx.Response) -> JSONObject:
@@ -127,11 +129,11 @@ class _Transport:
                 "service's own root URL (redirects are not followed, so the key never goes elsewhere)",
             )
         if status >= 400:
-            raise api_error(status, _json_or_none(response.content), response.headers)
+            raise api_error(status, json_or_none(response.content), response.headers)
         if call.ndjson:
             lines = [json.loads(line) for line in response.text.splitlines() if line.strip()]
             return {"data": lines}
-        body = _json_or_none(response.content)
+        body = json_or_none(response.content)
         if not isinstance(body, dict):
             raise LoopmemAPIError(status, "unexpected_response", f"HTTP {status} without a JSON object body")
         return body
@@ -319,18 +321,3 @@ class AsyncClient(Endpoints[Awaitable[JSONObject]]):
 class _LoopPool:
     http: httpx.AsyncClient
     closer: AsyncGenerator[None, None] | None  # None: the loop no longer finalizes generators
-
-
-def _query_text(value: object) -> str | list[str]:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return [str(item) for item in value]
-    return str(value)
-
-
-def _json_or_none(raw: bytes) -> object:
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:
-        return None
