@@ -116,7 +116,9 @@ def test_search_is_hybrid_recall_narrowed_by_prefix_and_filter(store: LoopmemSto
     assert hits[0].score is not None
     assert {hit.key for hit in store.search(("memories",), query="deploys")} == {"a", "b", "c"}
     assert {hit.key for hit in store.search(("memories",), filter={"topic": {"$eq": "ops"}})} == {"a", "c"}
-    assert [hit.key for hit in store.search(("memories", "u1"), query="deploys", limit=1, offset=1)] != []
+    ranked = [hit.key for hit in store.search(("memories", "u1"), query="deploys", limit=2)]
+    assert sorted(ranked) == ["a", "b"]
+    assert [hit.key for hit in store.search(("memories", "u1"), query="deploys", limit=1, offset=1)] == ranked[1:]
     with pytest.raises(ValueError, match="equality only"):
         store.search(("memories",), filter={"topic": {"$ne": "ops"}})
 
