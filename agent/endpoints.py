@@ -8,6 +8,7 @@ the `Call` itself, for code that decides its requests apart from sending them (t
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -59,12 +60,12 @@ class Call:
 _READS_SENT_AS_POST = frozenset({"/api/v1/memory/recall", "/api/v1/recall"})
 
 
-class Endpoints(Generic[R]):
+class Endpoints(ABC, Generic[R]):
     """Every endpoint an API key may call, as the key sees it (the key decides tenant and subject)."""
 
+    @abstractmethod
     def send(self, call: Call) -> R:
-        """Send a prepared call (every method below builds one)."""
-        raise NotImplementedError
+        """Send a prepared call (every method below builds one): each transport implements it."""
 
     # --- Long-term memory and session turns ---------------------------------------------------------------------
 
