@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 
-import django_ratelimit.core
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -13,25 +12,8 @@ from prometheus_client import REGISTRY
 from tests.conftest import error
 from tests.factories import TenantFactory
 
-
-class Clock:
-    """django-ratelimit's clock, held still: no window boundary falls inside a test by chance."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch):
-    held = Clock(1_800_000_000.0)
-    monkeypatch.setattr(django_ratelimit.core, "time", held)
-    return held
+# django-ratelimit's clock held still (tests/loopmem/conftest.py).
+pytestmark = pytest.mark.usefixtures("clock")
 
 
 @pytest.fixture

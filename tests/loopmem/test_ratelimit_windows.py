@@ -6,7 +6,6 @@ import threading
 import uuid
 from typing import TypedDict
 
-import django_ratelimit.core
 import pytest
 from django.conf import settings
 from django.core.cache import cache
@@ -15,30 +14,13 @@ from django.test import override_settings
 from loopmem import ratelimit, redis_cache, redis_outage
 from loopmem.ratelimit import count_request
 
+# django-ratelimit's clock held still (tests/loopmem/conftest.py).
+pytestmark = pytest.mark.usefixtures("clock")
+
 
 class Ids(TypedDict):
     key_id: str
     tenant_id: str
-
-
-class Clock:
-    """django-ratelimit's clock, held still: no window boundary falls inside a test by chance."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch):
-    held = Clock(1_800_000_000.0)
-    monkeypatch.setattr(django_ratelimit.core, "time", held)
-    return held
 
 
 def _ids() -> Ids:
