@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from knowledge.models import Article, ArticleAccessEvent, RetrievalMetricsSnapshot
 from loopmem import async_commit
+from loopmem.params import clamp
 from loopmem.secret_scan import redact, scan
 from projects.selectors import project_in_tenant
 
@@ -253,7 +254,7 @@ def retrieval_metrics_list(
 
     `limit` is clamped to [1, 365] and `offset` to ≥ 0, as the reference's `list_snapshots`.
     """
-    limit, offset = min(max(limit, 1), SNAPSHOT_LIST_MAX), max(offset, 0)
+    limit, offset = clamp(limit, 1, SNAPSHOT_LIST_MAX), max(offset, 0)
     rows = RetrievalMetricsSnapshot.objects.all()
     if tenant_id is not None:
         rows = rows.filter(tenant_id=tenant_id)
