@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 
 from bench.harness import BENCH_RATE_LIMIT, percentiles
 from bench.loopback_embedder import MODEL
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.models import Tenant
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 
 GOAL_OVERHEAD_MS = 1.0  # the call costs at most this much over the provider's own round trip (docs/performance.md)
 TENANT_SLUG = "bench-embed-overhead"
@@ -96,7 +96,7 @@ def measure(base_url: str, *, calls: int, warmup: int = 20) -> dict[str, Any]:
             started = time.perf_counter()
             raw.post(text)
             middle = time.perf_counter()
-            embeddings.embed_texts(tenant, [text])
+            embedders.embed_texts(tenant, [text])
             ended = time.perf_counter()
             if number < warmup:
                 continue

@@ -16,7 +16,7 @@ import numpy as np
 from django.conf import settings
 
 from loopmem.models import ApiKey, Tenant
-from loopmem.services import IssuedKey, api_key_create, api_key_revoke
+from loopmem.tenancy.services import IssuedKey, api_key_create, api_key_revoke
 
 BENCH_RATE_LIMIT = 10_000_000  # the limiter still runs (its cost is part of the figure) but never refuses
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from loopmem.embeddings import HashingEmbedder
+from loopmem.embedding.embedders import HashingEmbedder
 
 DEFAULT_DIMENSIONS = HashingEmbedder.dimensions
 MODEL = "loopback-hashing"  # what the benchmarks configure as the tenant's model (model id `openai:<this>`)

@@ -27,12 +27,12 @@ from typing import Any
 
 from django.conf import settings
 
-from loopmem import embeddings
-from loopmem.embedding_pipeline import backfill
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.embedding.pipeline import backfill
 from loopmem.models import Tenant
-from loopmem.scope import Scope
-from loopmem.services import tenant_create, tenant_set_provider
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_create, tenant_set_provider
 from memory.answer_confidence import answer_confidence
 from memory.models import Memory
 from memory.recall_modes import RECALL_MODES, RecallMode, recall_lanes
@@ -144,7 +144,7 @@ def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress |
 
 
 def embed_questions(tenant: Tenant, questions: Sequence[Question]) -> list[QueryEmbedding]:
-    vectors, model_id = embeddings.embed_texts(tenant, [q.text for q in questions])
+    vectors, model_id = embedders.embed_texts(tenant, [q.text for q in questions])
     return [QueryEmbedding(vector=vector, model_id=model_id) for vector in vectors]
 
 

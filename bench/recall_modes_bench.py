@@ -20,10 +20,10 @@ from django.db import connection
 
 from bench import scale_corpus
 from bench.harness import percentiles
-from loopmem import embeddings
-from loopmem.embeddings import QueryEmbedding
-from loopmem.progress import progress_bar
-from loopmem.scope import Scope
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
@@ -122,7 +122,7 @@ def ensure_quota_subject(tenant_id: uuid.UUID, *, rows: int, seed: int) -> int:
         return existing
     Memory.objects.filter(tenant_id=tenant_id, subject_id=QUOTA_SUBJECT).delete()
     rng = random.Random(seed)
-    hashing = embeddings.HashingEmbedder()
+    hashing = embedders.HashingEmbedder()
     with progress_bar(total=rows, desc="quota-full subject") as bar:
         for start in range(0, rows, BATCH):
             texts = [_sentence(rng, n) for n in range(start, min(start + BATCH, rows))]
@@ -134,7 +134,7 @@ def ensure_quota_subject(tenant_id: uuid.UUID, *, rows: int, seed: int) -> int:
                     text=text,
                     embedding=vector,
                     embedding_model=scale_corpus.HASHING_MODEL_ID,
-                    embedding_content_hash=embeddings.content_hash(text),
+                    embedding_content_hash=embedders.content_hash(text),
                 )
                 for text, vector in zip(texts, vectors, strict=True)
             )
@@ -150,7 +150,7 @@ def quota_probes(count: int, *, rows: int, seed: int) -> list[ModeProbe]:
     probes = []
     for _ in range(count):
         text = " ".join(rng.choices(VOCABULARY[:400], k=rng.randint(3, 5))) + f" note {rng.randrange(rows)}"
-        [vector] = embeddings.HashingEmbedder().embed([text])
+        [vector] = embedders.HashingEmbedder().embed([text])
         probes.append(ModeProbe(QUOTA_SUBJECT, text, vector))
     return probes
 

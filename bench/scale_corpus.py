@@ -25,13 +25,13 @@ from django.db import connection, transaction
 from django.db.models import Index
 from django.utils import timezone
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from memory.models import Memory
 
 Vectors = npt.NDArray[np.float32]
 
-HASHING_MODEL_ID = embeddings.EmbedderSpec(provider="hashing", model=embeddings.DEFAULT_MODELS["hashing"]).model_id
-NATIVE_DIMENSIONS = embeddings.HashingEmbedder.dimensions  # what the hashing provider (and MiniLM) make
+HASHING_MODEL_ID = embedders.EmbedderSpec(provider="hashing", model=embedders.DEFAULT_MODELS["hashing"]).model_id
+NATIVE_DIMENSIONS = embedders.HashingEmbedder.dimensions  # what the hashing provider (and MiniLM) make
 
 
 def model_id_for(dimensions: int) -> str:
@@ -41,7 +41,7 @@ def model_id_for(dimensions: int) -> str:
 
 
 def hnsw_index_name(dimensions: int = NATIVE_DIMENSIONS) -> str:
-    """The partial HNSW index over the live rows of this size (loopmem.vector_index)."""
+    """The partial HNSW index over the live rows of this size (loopmem.embedding.vector_index)."""
     return f"memories_hnsw_{dimensions}_idx"
 
 
@@ -137,7 +137,7 @@ class DilutedCorpus:
 def query_vector(text: str, dimensions: int = NATIVE_DIMENSIONS) -> Vectors:
     """The hashing provider's embedding of `text` (what the endpoint computes), widened with zeros to `dimensions`
     for a synthetic larger model."""
-    [raw] = embeddings.HashingEmbedder().embed([text])
+    [raw] = embedders.HashingEmbedder().embed([text])
     return np.asarray([*raw, *([0.0] * (dimensions - len(raw)))], dtype=np.float32)
 
 

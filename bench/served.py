@@ -38,17 +38,17 @@ from bench.embed_overhead import LOOPBACK_API_KEY
 from bench.harness import BENCH_RATE_LIMIT, percentiles
 from bench.loopback_embedder import MODEL
 from knowledge.models import Article
-from loopmem import embeddings
-from loopmem.heavy_read import HEAVY_READ_ALIAS
+from loopmem.database.backend.plain import plain_connection_params
+from loopmem.database.router import HEAVY_READ_ALIAS
+from loopmem.embedding import embedders
 from loopmem.models import ApiKey, Tenant
-from loopmem.postgres_backend.plain import plain_connection_params
-from loopmem.scope import Scope
-from loopmem.services import IssuedKey, api_key_create, api_key_revoke, tenant_create, tenant_set_provider
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import IssuedKey, api_key_create, api_key_revoke, tenant_create, tenant_set_provider
 from memory.models import Memory, SessionTurn
 from memory.selectors import recall_by_vector
 
 K = 10
-MODEL_ID = embeddings.EmbedderSpec(provider="openai", model=MODEL).model_id
+MODEL_ID = embedders.EmbedderSpec(provider="openai", model=MODEL).model_id
 WRITER_PREFIX = "bench-served-writer-"
 MEMORY_RECALL = "/api/v1/memory/recall"
 MERGED_RECALL = "/api/v1/recall"
@@ -149,8 +149,8 @@ def make_probes(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, *, count: in
         query = corpus.query_text(subject)
         # Through the SDK and the loopback server, as the service embeds it (float32 on the wire): the ground
         # truth is computed for the very vector the served read compares.
-        embedded = embeddings.embed_query(tenant, query)
-        if isinstance(embedded, embeddings.EmbeddingFailure):
+        embedded = embedders.embed_query(tenant, query)
+        if isinstance(embedded, embedders.EmbeddingFailure):
             raise CommandError(f"the loopback embedder did not answer: {embedded.tag} ({embedded})")
         truth = scale_corpus.exact_neighbours(tenant_id=tenant.id, vector=embedded.vector, k=K, subject_id=subject)
         key = api_key_create(role=ApiKey.Role.AGENT, tenant=tenant, agent_id=subject, name="served benchmark")

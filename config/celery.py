@@ -9,7 +9,10 @@ from celery.schedules import crontab
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from loopmem import request_id, schedules, worker_connections, worker_metrics
+from loopmem.database import worker_connections
+from loopmem.http import request_id
+from loopmem.observability import worker_metrics
+from loopmem.runtime import schedules
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 
@@ -20,7 +23,7 @@ app.autodiscover_tasks()
 
 def beat_schedule() -> dict[str, dict[str, Any]]:
     """Loaded into django-celery-beat's DatabaseScheduler at beat start-up. Each entry: what runs, and why then.
-    Every entry's task retries a database or Redis that fails for a moment (loopmem.task_retry)."""
+    Every entry's task retries a database or Redis that fails for a moment (loopmem.runtime.task_retry)."""
     from django.conf import settings
 
     return {

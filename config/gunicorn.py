@@ -52,12 +52,12 @@ def post_worker_init(worker: Any) -> None:
     """
     from django.urls import get_resolver
 
-    from loopmem.server_refusals import install
+    from loopmem.http.server_refusals import install
 
     install()  # the server's own refusals (414, 431, a malformed header) in the API's error envelope
-    from loopmem import secret_rules
+    from loopmem.secret_guard import rules
 
-    secret_rules.scanner()  # the secret rules compiled before the first write, not during it
+    rules.scanner()  # the secret rules compiled before the first write, not during it
     get_resolver().url_patterns  # noqa: B018 -- imports every view now, so they are frozen too
     gc.freeze()
 

@@ -3,9 +3,9 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from loopmem import schema  # noqa: F401  (registers the OpenAPI auth extension before the schema is built)
-from loopmem.health import healthz, readyz
-from loopmem.metrics_endpoint import metrics_view
+from loopmem.http import openapi  # noqa: F401  (registers the OpenAPI auth extension before the schema is built)
+from loopmem.http.health import healthz, readyz
+from loopmem.http.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -20,5 +20,5 @@ urlpatterns = [
     path("api/v1/", include("privacy.urls")),
 ]
 
-handler404 = "loopmem.http_errors.not_found_view"
-handler500 = "loopmem.http_errors.server_error_view"
+handler404 = "loopmem.http.error_responses.not_found_view"
+handler500 = "loopmem.http.error_responses.server_error_view"

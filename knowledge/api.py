@@ -21,12 +21,12 @@ from knowledge.serializers import (
     KnowledgeSearchIn,
 )
 from knowledge.visibility import Viewer, viewer_for
-from loopmem.envelopes import paginated, with_redactions
-from loopmem.inputs import parse, parse_body
+from loopmem.http.base_view import ScopedViewSet
+from loopmem.http.envelopes import paginated, with_redactions
+from loopmem.http.inputs import parse, parse_body
 from loopmem.models import ApiKey
 from loopmem.params import page_params
-from loopmem.secret_policy import SecretReport
-from loopmem.views import ScopedViewSet
+from loopmem.secret_guard.policy import SecretReport
 
 
 class KnowledgeViewSet(ScopedViewSet):

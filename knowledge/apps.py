@@ -6,6 +6,6 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from knowledge.metrics_state import knowledge_state
-        from loopmem.metrics import register_state_source
+        from loopmem.observability.metrics import register_state_source
 
         register_state_source("knowledge", knowledge_state)

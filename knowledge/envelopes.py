@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 from knowledge.hits import SearchResult
 from knowledge.models import Article
 from knowledge.serializers import ArticleSummaryOut
-from loopmem.outcome import outcome_for
+from loopmem.http.outcome import outcome_for
 
 
 class SearchHitData(TypedDict):

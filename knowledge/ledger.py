@@ -2,7 +2,7 @@
 
 Ledger writes are synchronous and best-effort: a failure is logged and reported to the caller as False,
 never raised, so a search or a read is never failed by its own bookkeeping. Their commits do not wait for the disk
-(`loopmem.async_commit`).
+(`loopmem.database.async_commit`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from knowledge.models import Article, ArticleAccessEvent, RetrievalMetricsSnapshot
-from loopmem import async_commit
+from loopmem.database import async_commit
 from loopmem.params import clamp
-from loopmem.secret_scan import redact, scan
+from loopmem.secret_guard.scan import redact, scan
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)

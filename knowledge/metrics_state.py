@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from prometheus_client.core import GaugeMetricFamily
 
 from knowledge.models import Article
-from loopmem import metrics
+from loopmem.observability import metrics
 
 
 def knowledge_state() -> Iterable[GaugeMetricFamily]:

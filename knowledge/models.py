@@ -14,9 +14,9 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from knowledge.visibility import Viewer
-from loopmem import vector_index
+from loopmem.database.tenant_routing import TenantRoutedModel
+from loopmem.embedding import vector_index
 from loopmem.models import ApiKey, Tenant
-from loopmem.tenant_routing import TenantRoutedModel
 from projects.models import Project
 
 MAX_TITLE_LENGTH = 500
@@ -111,11 +111,11 @@ class Article(TenantRoutedModel):
     idempotency_key = models.CharField(  # noqa: DJ001  (NULL: no key; the unique index skips NULLs)
         max_length=MAX_IDEMPOTENCY_KEY_LENGTH, null=True, blank=True
     )
-    # Untyped: each vector at its model's native size (loopmem.vector_index indexes each supported size).
+    # Untyped: each vector at its model's native size (loopmem.embedding.vector_index indexes each supported size).
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
     embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
-    # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here.
+    # A reembed in progress (loopmem.embedding.pipeline.reembed): the target model's vector waits here.
     pending_embedding = VectorField(null=True, blank=True)
     pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
     pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001

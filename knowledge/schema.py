@@ -29,9 +29,9 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.inputs import TextField
+from loopmem.http.inputs import TextField
+from loopmem.http.openapi import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
 from loopmem.params import NOT_BLANK_PATTERN, trimmed_text_pattern
-from loopmem.schema import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
 
 # What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
 TAGS_SCHEMA: dict[str, Any] = {

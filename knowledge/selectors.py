@@ -21,12 +21,13 @@ from knowledge.hits import SearchHit, SearchResult
 from knowledge.models import SEARCH_CONFIG, Article, ArticleQuerySet
 from knowledge.vectors import with_vectors
 from knowledge.visibility import Viewer
-from loopmem import embeddings, heavy_read, vector_index
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders, vector_index
+from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.errors import EmbeddingUnavailable, NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
-from loopmem.size_cache import visible_article_counts
+from loopmem.reads import hnsw_options, scoped
+from loopmem.reads.size_cache import visible_article_counts
 
 SearchMode = Literal["keyword", "semantic", "combined"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
@@ -88,7 +89,7 @@ def knowledge_search(
     viewer: Viewer,
     query: str,
     mode: SearchMode = "combined",
-    embedding: QueryEmbedding | embeddings.EmbeddingFailure | None = None,
+    embedding: QueryEmbedding | embedders.EmbeddingFailure | None = None,
     project_id: uuid.UUID | None = None,
     category: str | None = None,
     tags: Sequence[str] = (),
@@ -121,7 +122,7 @@ def knowledge_search(
     if mode != "keyword":
         if embedding is None:
             embedding = _try_embed(viewer, query)
-        if isinstance(embedding, embeddings.EmbeddingFailure):
+        if isinstance(embedding, embedders.EmbeddingFailure):
             if mode == "semantic":
                 raise EmbeddingUnavailable(details={"reason": embedding.tag})
             result.search_mode, result.fallback, result.fallback_reason = "keyword_only", True, embedding.tag
@@ -133,7 +134,7 @@ def knowledge_search(
     )
     keyword_rows: list[Article] = []
     semantic_rows: list[Article] = []
-    with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
+    with scoped.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
         if mode != "semantic":
             keyword = _keyword(candidates, query, pool)
             keyword_rows = session.fetch(with_vectors(keyword) if vectors else keyword)
@@ -187,7 +188,7 @@ def knowledge_search(
     return result
 
 
-def _read_vectors(session: heavy_read.TenantScopedSession, viewer: Viewer, hits: Sequence[SearchHit]) -> None:
+def _read_vectors(session: scoped.TenantScopedSession, viewer: Viewer, hits: Sequence[SearchHit]) -> None:
     """Give each hit's article its stored vector (`vector_bytes`, as `with_vectors` does), in one read by id."""
     if not hits:
         return
@@ -199,11 +200,11 @@ def _read_vectors(session: heavy_read.TenantScopedSession, viewer: Viewer, hits:
 
 def _model_id(viewer: Viewer) -> str:
     """The model the tenant embeds with now: only its vectors are compared when the query has none."""
-    return embeddings.spec_for(Tenant.objects.get(id=viewer.tenant_id)).model_id
+    return embedders.spec_for(Tenant.objects.get(id=viewer.tenant_id)).model_id
 
 
-def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embeddings.EmbeddingFailure:
-    return embeddings.embed_query(Tenant.objects.get(id=viewer.tenant_id), query)
+def _try_embed(viewer: Viewer, query: str) -> QueryEmbedding | embedders.EmbeddingFailure:
+    return embedders.embed_query(Tenant.objects.get(id=viewer.tenant_id), query)
 
 
 def _search_candidates(
@@ -253,7 +254,7 @@ def _rank(keyword_rows: list[Article], semantic_rows: list[Article], *, fused: b
 class NearestRead:
     rows: list[Article]  # each annotated with `distance`, nearest first
     path: str  # exact | ann
-    applied: heavy_read.AppliedOptions | None = None  # None on the exact path: no index ran
+    applied: hnsw_options.AppliedOptions | None = None  # None on the exact path: no index ran
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ class Floor:
 
 
 def _nearest(
-    session: heavy_read.TenantScopedSession,
+    session: scoped.TenantScopedSession,
     candidates: ArticleQuerySet,
     embedding: QueryEmbedding,
     k: int,
@@ -300,7 +301,7 @@ def _nearest(
     if not past_the_floor and _reachable(session, embedded, (*reach, *size_key), threshold) <= threshold:
         return NearestRead(rows=fetch(_exact(embedded, embedding.vector, k)), path="exact")
     applied = session.configure(
-        heavy_read.ReadOptions(
+        hnsw_options.ReadOptions(
             ef_search=settings.HNSW_EF_SEARCH,
             iterative_scan=True,
             max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES,
@@ -320,7 +321,7 @@ def _nearest(
 
 
 def _reachable(
-    session: heavy_read.TenantScopedSession, embedded: ArticleQuerySet, key: tuple[Hashable, ...], threshold: int
+    session: scoped.TenantScopedSession, embedded: ArticleQuerySet, key: tuple[Hashable, ...], threshold: int
 ) -> int:
     """How many embedded candidates there are, counted up to threshold + 1, from a count at most SIZE_TTL_SECONDS
     old: either read is complete whatever the count, so a stale one costs at most speed, never a row."""
@@ -346,6 +347,6 @@ class Neighbour:
 def article_neighbours(*, viewer: Viewer, embedding: QueryEmbedding, k: int) -> list[Neighbour]:
     """The novelty gate's read: the k active articles nearest to `embedding` among those the viewer sees."""
     candidates = Article.objects.visible_to(viewer).active().only("id")
-    with heavy_read.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
+    with scoped.tenant_scoped_session(tenant_id=viewer.tenant_id) as session:
         read = _nearest(session, candidates, embedding, k, reach=("active", viewer))
     return [Neighbour(article_id=a.id, similarity=1.0 - float(a.distance)) for a in read.rows]  # type: ignore[attr-defined]

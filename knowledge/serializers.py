@@ -10,7 +10,7 @@ from knowledge.models import Article
 from knowledge.selectors import DEFAULT_SEARCH_LIMIT, MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT, SEARCH_MODES
 from knowledge.services import CREATE_STATUSES
 from loopmem.errors import BadRequest
-from loopmem.inputs import ProjectIdField, TextField, WireField
+from loopmem.http.inputs import ProjectIdField, TextField, WireField
 from loopmem.params import MAX_OFFSET, clamp, lenient_int
 
 

@@ -25,9 +25,9 @@ from knowledge.models import (
 from knowledge.selectors import Neighbour
 from knowledge.tags import validate_tags
 from knowledge.visibility import Viewer
-from loopmem import embeddings
-from loopmem.embedding_pipeline import EmbeddedTable, embed_row
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.embedding.pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     DuplicateTitle,
     Forbidden,
@@ -39,8 +39,8 @@ from loopmem.errors import (
 )
 from loopmem.models import Tenant
 from loopmem.params import path_id
-from loopmem.queue import enqueue_on_commit
-from loopmem.secret_policy import SecretReport, apply_secret_policy
+from loopmem.runtime.task_queue import enqueue_on_commit
+from loopmem.secret_guard.policy import SecretReport, apply_secret_policy
 from projects.selectors import project_in_tenant
 
 logger = logging.getLogger(__name__)
@@ -96,8 +96,8 @@ def article_assess(*, viewer: Viewer, tenant: Tenant, text: str, embedding: Quer
     An embedding failure or a shed read makes the verdict `unknown` (the gate fails open; the caller decides).
     """
     if embedding is None:
-        embedded = embeddings.embed_query(tenant, text)
-        if isinstance(embedded, embeddings.EmbeddingFailure):
+        embedded = embedders.embed_query(tenant, text)
+        if isinstance(embedded, embedders.EmbeddingFailure):
             return Assessment(verdict="unknown", reason=embedded.tag)
         embedding = embedded
     try:
@@ -340,7 +340,7 @@ def _insert(
         embedded = {
             "embedding": vector.vector,
             "embedding_model": vector.model_id,
-            "embedding_content_hash": embeddings.content_hash(draft.embedding_text),
+            "embedding_content_hash": embedders.content_hash(draft.embedding_text),
         }
     try:
         with transaction.atomic():
@@ -465,7 +465,7 @@ def article_update(
 
 
 def article_embed(*, article_id: str) -> str:
-    """Embed one article ("embedded" | "unchanged" | "missing"); raises embeddings.EmbeddingFailure."""
+    """Embed one article ("embedded" | "unchanged" | "missing"); raises embedders.EmbeddingFailure."""
     return embed_row(ARTICLE_EMBEDDINGS, article_id)
 
 
@@ -474,7 +474,7 @@ def _store_article_vector(article: Article, vector: list[float], model_id: str) 
     return Article.objects.filter(id=article.id, title=article.title, body=article.body).update(
         embedding=vector,
         embedding_model=model_id,
-        embedding_content_hash=embeddings.content_hash(article.embedding_text),
+        embedding_content_hash=embedders.content_hash(article.embedding_text),
         updated_at=timezone.now(),
     )
 

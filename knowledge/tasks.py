@@ -9,8 +9,8 @@ from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
 from knowledge import ledger, services
-from loopmem.embedding_pipeline import embed_one_with_retries, sweep
-from loopmem.task_retry import PERIODIC_TASK_OPTIONS
+from loopmem.embedding.pipeline import embed_one_with_retries, sweep
+from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS
 
 logger = logging.getLogger(__name__)
 

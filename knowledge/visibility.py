@@ -6,8 +6,8 @@ import uuid
 from dataclasses import dataclass
 
 from loopmem.models import ApiKey
-from loopmem.principal import Principal
-from loopmem.scope import Scope, scope_for
+from loopmem.tenancy.principal import Principal
+from loopmem.tenancy.scope import Scope, scope_for
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Domain errors: plain exceptions with a stable `code` and HTTP `status`.
 
-Services and tasks raise these and never import DRF; `loopmem.http_errors` renders every one as
+Services and tasks raise these and never import DRF; `loopmem.http.error_responses` renders every one as
 `{"error": {"status", "code", "message", "details"}}`. A code never changes once shipped.
 """
 

@@ -49,7 +49,7 @@ class Tenant(models.Model):
     llm_model = models.CharField(max_length=200, blank=True, default="")
     llm_base_url = models.CharField(max_length=500, blank=True, default="")
     llm_api_key = EncryptedTextField(blank=True, default="")
-    # Set by `manage.py set_tenant_policy --secrets`; read by loopmem.secret_policy on every write.
+    # Set by `manage.py set_tenant_policy --secrets`; read by loopmem.secret_guard.policy on every write.
     secret_policy = models.CharField(max_length=16, choices=SecretPolicy.choices, default=SecretPolicy.REFUSE)
 
     inserted_at = models.DateTimeField(auto_now_add=True)
@@ -145,7 +145,7 @@ class DeletionAudit(models.Model):
 
     Append-only: a database trigger refuses every UPDATE and DELETE of this table (migration 0004), and no
     foreign key ties it to a row that could cascade it away. `text_hash` and `subject_hash` are keyed HMACs
-    (`loopmem.audit`): they confirm a known text against the record, and cannot give one back.
+    (`loopmem.tenancy.audit`): they confirm a known text against the record, and cannot give one back.
     """
 
     class Action(models.TextChoices):
@@ -184,7 +184,7 @@ class DeletionAudit(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The first answer to a write sent with an `Idempotency-Key`, replayed to its retries (loopmem.idempotency).
+    """The first answer to a write sent with an `Idempotency-Key`, replayed to its retries (loopmem.http.idempotency).
 
     Written in the same transaction as the write it answers, so a key is recorded if and only if its write
     committed; the unique (tenant, subject, key) makes a concurrent retry wait for the first and then replay it.

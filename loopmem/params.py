@@ -8,16 +8,17 @@ import uuid
 from collections.abc import Mapping
 
 from loopmem.errors import InvalidProjectId, NotFound
-from loopmem.scope import MAX_SESSION_ID_BYTES
 
 # Offsets past this are past the end of anything stored; larger ones would overflow the database's bigint.
 MAX_OFFSET = 10**9
+# A session id is opaque to the service: at most this many bytes of UTF-8, refused (never truncated) beyond.
+MAX_SESSION_ID_BYTES = 200
 DEFAULT_PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
 _LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
 # Patterns that JSON Schema's ECMA-262 regexes, Python's `re` and the Rust engine schemathesis validates with read
-# alike. Text anywhere in a request holds no NUL (loopmem.edge: 400 `invalid_text`). Lone UTF-16 surrogates are
+# alike. Text anywhere in a request holds no NUL (loopmem.http.edge: 400 `invalid_text`). Lone UTF-16 surrogates are
 # refused too, but no pattern says so: Rust's engine cannot name a surrogate, and without ECMA-262's `u` flag a
 # class that excludes them would exclude every character outside the BMP as well.
 TEXT_PATTERN = r"^[^\u0000]*$"
@@ -39,7 +40,7 @@ def trimmed_text_pattern(max_chars: int, *, blank: bool = False) -> str:
     return rf"^[{_BLANK}]*{trimmed}[{_BLANK}]*$"
 
 
-# The regex source is also the OpenAPI `pattern` of every id (loopmem.schema), so the schema says what passes.
+# The regex source is also the OpenAPI `pattern` of every id (loopmem.http.openapi), so the schema says what passes.
 CANONICAL_UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)
 

@@ -1,7 +1,7 @@
 """`meta.answer_confidence` of keyword and hybrid memory recall: `high | medium | low | none`.
 
 The knowledge rule (`recall.confidence`), graded: the separation of the top score from the median of the next ones
-in this query's own ranking (`loopmem.separation`). `medium` is the knowledge rule's "answer" (the top at least
+in this query's own ranking (`loopmem.ranking.separation`). `medium` is the knowledge rule's "answer" (the top at least
 LOOPMEM_RECALL_ANSWER_SEPARATION, 1.5, times the median); `high` stands out twice as far; `none` found nothing. It
 says whether the top hit stands out from its neighbours: on the evaluation set a `high` top hit holds the evidence
 far more often than a `low` one, but a question about something never said, phrased with names that were said,
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from loopmem.separation import separation
+from loopmem.ranking.separation import separation
 
 # The top score against the median of the next ones: a ranking longer than this says nothing more about the top.
 CONFIDENCE_DEPTH = 10

@@ -16,16 +16,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem.audit import Actor
-from loopmem.envelopes import paginated, with_redactions
 from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
-from loopmem.http_errors import as_domain_error, error_body
-from loopmem.inputs import json_object, parse, parse_body
+from loopmem.http.base_view import ScopedViewSet
+from loopmem.http.envelopes import paginated, with_redactions
+from loopmem.http.error_responses import as_domain_error, error_body
+from loopmem.http.inputs import json_object, parse, parse_body
+from loopmem.http.ratelimit import ApiKeyRateThrottle
 from loopmem.models import ApiKey
 from loopmem.params import page_params
-from loopmem.ratelimit import ApiKeyRateThrottle
-from loopmem.secret_policy import SecretReport
-from loopmem.views import ScopedViewSet
+from loopmem.secret_guard.policy import SecretReport
+from loopmem.tenancy.audit import Actor
 from memory import envelopes, graduation, recall_modes, selectors, services
 from memory.models import Memory
 from memory.promotion import jobs as promotion

@@ -7,7 +7,7 @@ match), so a filter added here applies to every lane at once, inside the scoped 
 
 from __future__ import annotations
 
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, MemoryQuerySet
 

@@ -8,8 +8,8 @@ from celery import current_app
 from django.conf import settings
 from django.core.checks import Error, register
 
-from loopmem.operator_checks import SETTINGS_TAG
-from loopmem.schedules import longest_gap_seconds
+from loopmem.runtime.operator_checks import SETTINGS_TAG
+from loopmem.runtime.schedules import longest_gap_seconds
 
 PROMOTION_SWEEP_TASK = "memory.tasks.promotion_sweep_task"
 

@@ -11,7 +11,7 @@ from typing import Any, NotRequired, TypedDict
 from django.utils import timezone
 from rest_framework.utils.encoders import JSONEncoder
 
-from loopmem.outcome import outcome_for
+from loopmem.http.outcome import outcome_for
 from memory.models import Memory, PromotionJob
 from memory.selectors import RecallHit, RecallResult
 from memory.serializers import PromotionJobOut

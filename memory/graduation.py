@@ -20,8 +20,8 @@ from knowledge.models import MAX_TITLE_LENGTH, Article
 from knowledge.services import Proposal, article_propose
 from knowledge.tags import sanitize_tags
 from knowledge.visibility import viewer_for_scope
-from loopmem import embeddings, metrics
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.errors import (
     AlreadyGraduated,
     DuplicateTitle,
@@ -32,9 +32,10 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.models import SecretPolicy, Tenant
+from loopmem.observability import metrics
 from loopmem.params import path_id
-from loopmem.scope import Scope
-from loopmem.secret_policy import apply_secret_policy
+from loopmem.secret_guard.policy import apply_secret_policy
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.promotion import guard
 
@@ -135,9 +136,9 @@ def memory_graduate(
 def _stored_embedding(memory: Memory) -> QueryEmbedding | None:
     """The memory's own vector for the gate, when it is complete (text not truncated) and exists."""
     row = Memory.objects.filter(id=memory.id).values_list("embedding", "embedding_model").first()
-    if row is None or row[0] is None or len(memory.text) > embeddings.EMBEDDING_MAX_CHARS:
+    if row is None or row[0] is None or len(memory.text) > embedders.EMBEDDING_MAX_CHARS:
         return None
-    if row[1] != embeddings.spec_for(memory.tenant).model_id:
+    if row[1] != embedders.spec_for(memory.tenant).model_id:
         return None  # a stale model's vector would only meet articles of that model: let the gate embed afresh
     return QueryEmbedding(vector=[float(x) for x in row[0]], model_id=row[1])
 

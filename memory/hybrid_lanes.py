@@ -29,9 +29,10 @@ from django.conf import settings
 from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lag, RowNumber
 
-from loopmem import heavy_read, vector_index
-from loopmem.embeddings import QueryEmbedding
-from loopmem.scope import Scope
+from loopmem.embedding import vector_index
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.reads import scoped
+from loopmem.tenancy.scope import Scope
 from memory import fusion, keyword_lane
 from memory.filters import MemoryFilters
 from memory.models import Memory
@@ -77,7 +78,7 @@ class HybridPool:
 
 
 def read_pool(
-    session: heavy_read.ScopedSession,
+    session: scoped.ScopedSession,
     *,
     scope: Scope,
     candidates: QuerySet[Memory],
@@ -110,7 +111,7 @@ class _Light:
 
 
 def _read_whole(
-    session: heavy_read.ScopedSession,
+    session: scoped.ScopedSession,
     candidates: QuerySet[Memory],
     terms: Sequence[str],
     embedding: QueryEmbedding,
@@ -160,7 +161,7 @@ def _predecessors(memories: Sequence[_Light]) -> dict[uuid.UUID, uuid.UUID]:
 
 
 def _read_exactly(
-    session: heavy_read.ScopedSession,
+    session: scoped.ScopedSession,
     candidates: QuerySet[Memory],
     keywords: keyword_lane.KeywordQuery | None,
     embedding: QueryEmbedding,
@@ -187,7 +188,7 @@ def _read_exactly(
 
 
 def _read_lane_by_lane(
-    session: heavy_read.ScopedSession,
+    session: scoped.ScopedSession,
     scope: Scope,
     candidates: QuerySet[Memory],
     keywords: keyword_lane.KeywordQuery,
@@ -221,7 +222,7 @@ def _read_lane_by_lane(
 
 
 def _add_session_context(
-    session: heavy_read.ScopedSession,
+    session: scoped.ScopedSession,
     candidates: QuerySet[Memory],
     hybrid: HybridPool,
     keywords: keyword_lane.KeywordQuery | None,
@@ -254,7 +255,7 @@ def _add_session_context(
 
 
 def load_rows(
-    session: heavy_read.ScopedSession, candidates: QuerySet[Memory], hybrid: HybridPool, ids: list[uuid.UUID]
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], hybrid: HybridPool, ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Memory]:
     """The full memories of `ids` (the page a recall returns), each read once. A row forgotten since the lanes read
     it (each read is its own statement) is absent from the answer: it no longer exists."""

@@ -28,7 +28,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BigIntegerField, BooleanField, Count, F, FloatField, Func, IntegerField, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 
-from loopmem import heavy_read
+from loopmem.database import router
+from loopmem.reads import scoped
 from memory.models import KEYWORD_CONFIG, Memory
 
 # A query longer than this many distinct terms keeps its first ones: the statistics query grows with each term.
@@ -166,7 +167,7 @@ def query_terms(query: str) -> list[str]:
 
     Reads no table: it only asks PostgreSQL to parse the text the way the column was built.
     """
-    with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+    with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
         cursor.execute(_QUERY_TERMS_SQL, [KEYWORD_CONFIG, query, MAX_QUERY_TERMS])
         return [row[0] for row in cursor.fetchall()]
 
@@ -196,13 +197,13 @@ class KeywordQuery:
         return Coverage(self.held, [self.weights[term] for term in self.held], self.total_weight)
 
 
-def keyword_query(session: heavy_read.ScopedSession, candidates: QuerySet[Memory], query: str) -> KeywordQuery | None:
+def keyword_query(session: scoped.ScopedSession, candidates: QuerySet[Memory], query: str) -> KeywordQuery | None:
     """Weigh the query's terms over the candidates (one aggregate read); None when the query has no terms."""
     return weigh_over(session, candidates, query_terms(query))
 
 
 def weigh_over(
-    session: heavy_read.ScopedSession, candidates: QuerySet[Memory], terms: Sequence[str]
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], terms: Sequence[str]
 ) -> KeywordQuery | None:
     """`keyword_query` for terms already parsed."""
     if not terms:
@@ -227,7 +228,7 @@ def coverage_from(keywords: KeywordQuery, held: Sequence[bool]) -> float:
 
 
 def keyword_rank(
-    session: heavy_read.ScopedSession, candidates: QuerySet[Memory], keywords: KeywordQuery | None, limit: int
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], keywords: KeywordQuery | None, limit: int
 ) -> list[Memory]:
     """The `limit` candidates holding the most of the query, best first (ties by id); each has `keyword_score`."""
     if keywords is None or not keywords.held:

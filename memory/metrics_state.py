@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
 
-from loopmem import metrics
+from loopmem.observability import metrics
 from memory.models import Memory, PromotionJob
 
 

@@ -12,10 +12,10 @@ from django.db import models
 from django.db.models import Case, F, Func, Q, Value, When
 from pgvector.django import VectorField
 
-from loopmem import vector_index
+from loopmem.database.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
+from loopmem.embedding import vector_index
 from loopmem.models import Tenant
-from loopmem.scope import Scope
-from loopmem.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
+from loopmem.tenancy.scope import Scope
 from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
@@ -65,11 +65,11 @@ class Memory(TenantRoutedModel):
     project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     subject_id = models.CharField(max_length=200)
     text = models.TextField()
-    # Untyped: each vector at its model's native size (loopmem.vector_index indexes each supported size).
+    # Untyped: each vector at its model's native size (loopmem.embedding.vector_index indexes each supported size).
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True, default="")
     embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
-    # A reembed in progress (loopmem.embedding_pipeline.reembed): the target model's vector waits here, beside the
+    # A reembed in progress (loopmem.embedding.pipeline.reembed): the target model's vector waits here, beside the
     # one recall still reads, until every row has one and one transaction swaps them.
     pending_embedding = VectorField(null=True, blank=True)
     pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too

@@ -17,10 +17,11 @@ from typing import Literal
 
 from django.conf import settings
 
-from loopmem import embeddings, heavy_read
-from loopmem.embeddings import EmbeddingFailure, QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import EmbeddingFailure, QueryEmbedding
 from loopmem.models import Tenant
-from loopmem.scope import Scope
+from loopmem.reads import scoped
+from loopmem.tenancy.scope import Scope
 from memory import fusion, hybrid_lanes, keyword_lane
 from memory.answer_confidence import CONFIDENCE_DEPTH, answer_confidence
 from memory.candidates import recall_candidates
@@ -61,7 +62,7 @@ def memory_recall_in_mode(
             include_superseded=include_superseded,
             filters=filters,
         )
-    embedding = embeddings.embed_query(tenant, query) if mode == "hybrid" else None
+    embedding = embedders.embed_query(tenant, query) if mode == "hybrid" else None
     return recall_lanes(
         scope=scope,
         query=query,
@@ -85,7 +86,7 @@ def recall_lanes(
 ) -> RecallResult:
     """Keyword or hybrid recall; `embedding` is the caller's attempt at embedding `query` (hybrid only)."""
     candidates = recall_candidates(scope, include_superseded=include_superseded, filters=filters)
-    with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
+    with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
             # The keyword lane alone: k rows, and enough to judge the top one's separation.
             keywords = keyword_lane.keyword_query(session, candidates, query)

@@ -17,7 +17,6 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from knowledge.schema import PROPOSAL_OUT
-from loopmem import idempotency
 from loopmem.errors import (
     AlreadyGraduated,
     AlreadySuperseded,
@@ -39,9 +38,9 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.inputs import ProjectIdField, TagsField, TextField, session_id_schema
-from loopmem.params import NOT_BLANK_PATTERN
-from loopmem.schema import (
+from loopmem.http import idempotency
+from loopmem.http.inputs import ProjectIdField, TagsField, TextField, session_id_schema
+from loopmem.http.openapi import (
     BODY,
     BODY_REQUIRED,
     FLAG_PARAMETER,
@@ -55,6 +54,7 @@ from loopmem.schema import (
     page,
     responses,
 )
+from loopmem.params import NOT_BLANK_PATTERN
 from memory.envelopes import EXPORT_CONTENT_TYPE
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS
 from memory.models import MAX_TEXT_BYTES, Memory

@@ -13,13 +13,14 @@ from django.conf import settings
 from django.db.models import ExpressionWrapper, FloatField, Q, QuerySet, Value
 from django.utils import timezone
 
-from loopmem import embeddings, heavy_read, vector_index
+from loopmem.embedding import embedders, vector_index
 from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
-from loopmem.prepared_read import Builder, PreparedReads
-from loopmem.scope import Scope
-from loopmem.size_cache import subject_sizes
+from loopmem.reads import hnsw_options, scoped, where_guard
+from loopmem.reads.prepared import Builder, PreparedReads
+from loopmem.reads.size_cache import subject_sizes
+from loopmem.tenancy.scope import Scope
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
@@ -85,10 +86,10 @@ def memory_recall(
 ) -> RecallResult:
     """Recall the subject's memories nearest in meaning to `query`; degrade to ILIKE if embedding fails."""
     k = recall_k(limit)
-    embedding = embeddings.embed_query(tenant, query)
-    if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
+    embedding = embedders.embed_query(tenant, query)
+    if isinstance(embedding, embedders.EmbeddingDimensionMismatch):
         return RecallResult(hits=[], k=k, fallback=True, reason="embedding_dimension_mismatch")
-    if isinstance(embedding, embeddings.EmbeddingFailure):
+    if isinstance(embedding, embedders.EmbeddingFailure):
         return recall_fallback(
             scope=scope, query=query, k=k, include_superseded=include_superseded, reason=embedding.tag, filters=filters
         )
@@ -122,7 +123,7 @@ def recall_by_vector(
     include_superseded: bool = False,
     path: str = "auto",
     filters: MemoryFilters | None = None,
-    session: heavy_read.ScopedSession | None = None,
+    session: scoped.ScopedSession | None = None,
 ) -> RecallResult:
     """Index-safe kNN inside the scope (DESIGN §5): complete for every subject size up to the quota.
 
@@ -134,7 +135,7 @@ def recall_by_vector(
     """
     dimensions = len(vector)
     opened = (
-        heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
+        scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id)
         if session is None
         else contextlib.nullcontext(session)
     )
@@ -152,7 +153,7 @@ def recall_by_vector(
         if path == "exact":
             return _result(read.exact(k, size), k, recall_path="exact")
         applied = session.configure(
-            heavy_read.ReadOptions(
+            hnsw_options.ReadOptions(
                 ef_search=settings.HNSW_EF_SEARCH,
                 iterative_scan=path in ("ann", "ann_only"),
                 max_scan_tuples=settings.HNSW_MAX_SCAN_TUPLES,
@@ -174,7 +175,7 @@ def recall_by_vector(
         )
 
 
-# The recall reads without filters, compiled once per shape (loopmem.prepared_read): most recalls filter nothing.
+# The recall reads without filters, compiled once per shape (loopmem.reads.prepared): most recalls filter nothing.
 _prepared_reads: PreparedReads[Memory] = PreparedReads()
 
 
@@ -182,7 +183,7 @@ _prepared_reads: PreparedReads[Memory] = PreparedReads()
 class _VectorRead:
     """recall_by_vector's two reads, prepared when the caller filters nothing, else built through the ORM."""
 
-    session: heavy_read.ScopedSession
+    session: scoped.ScopedSession
     scope: Scope
     vector: list[float]
     model_id: str
@@ -217,7 +218,7 @@ class _VectorRead:
             return self.session.fetch(build(self.scope, self.vector, self.model_id))
         if (self.session.tenant_id, self.session.subject_id) != (self.scope.tenant_id, self.scope.subject_id):
             # A prepared read binds the session's scope; the ORM path's guard would refuse this mismatch, so does this.
-            raise heavy_read.UnscopedHeavyRead("heavy read refused: the session belongs to another scope")
+            raise where_guard.UnscopedHeavyRead("heavy read refused: the session belongs to another scope")
         with_project = self.scope.project_id is not None
         prepared = _prepared_reads.get(
             (*shape, len(self.vector), self.include_superseded, with_project),
@@ -228,7 +229,7 @@ class _VectorRead:
         return prepared.run(self.session, project_id=self.scope.project_id, vector=self.vector, model_id=self.model_id)
 
 
-def subject_size(session: heavy_read.ScopedSession, scope: Scope) -> int:
+def subject_size(session: scoped.ScopedSession, scope: Scope) -> int:
     """How many rows the subject holds (every version), from a count cached per subject and process.
 
     It picks the read: exact up to RECALL_EXACT_MAX_ROWS rows, else ANN; and the exact read's shape (_exact).
@@ -297,7 +298,7 @@ def recall_fallback(
     if query != "":
         rows = rows.filter(text__icontains=query)  # Django escapes %, _ and \\ in the pattern
     rows = rows.newest_first()[:k]
-    with heavy_read.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
+    with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         found = session.fetch(rows)
     return RecallResult(hits=[RecallHit(memory=m, score=None) for m in found], k=k, fallback=True, reason=reason)
 

@@ -16,7 +16,6 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from loopmem.edge import loads_json
 from loopmem.errors import (
     InvalidMemoryId,
     InvalidQuery,
@@ -25,7 +24,8 @@ from loopmem.errors import (
     MissingSessionId,
     ValidationFailed,
 )
-from loopmem.inputs import (
+from loopmem.http.edge import loads_json
+from loopmem.http.inputs import (
     FlagField,
     LenientIntField,
     ProjectIdField,
@@ -35,8 +35,7 @@ from loopmem.inputs import (
     WireField,
     session_id_schema,
 )
-from loopmem.params import canonical_uuid, session_id_problem
-from loopmem.scope import MAX_SESSION_ID_BYTES
+from loopmem.params import MAX_SESSION_ID_BYTES, canonical_uuid, session_id_problem
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS, MemoryFilters
 from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
 from memory.recall_modes import DEFAULT_MODE, RECALL_MODES, RecallMode

@@ -18,9 +18,8 @@ from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from loopmem import embedding_queue, embeddings, metrics
-from loopmem.audit import Actor, Removed, audit_record
-from loopmem.embedding_pipeline import EmbeddedTable, embed_row
+from loopmem.embedding import embedders, work_queue
+from loopmem.embedding.pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     AlreadySuperseded,
     InvalidProjectId,
@@ -30,12 +29,14 @@ from loopmem.errors import (
     SelfSupersede,
     SupersedeCycle,
 )
-from loopmem.heavy_read import redis_client
 from loopmem.models import DeletionAudit
+from loopmem.observability import metrics
 from loopmem.params import path_id
-from loopmem.queue import broker_lists, send
-from loopmem.scope import Scope
-from loopmem.secret_policy import SecretReport, apply_secret_policy
+from loopmem.redis.client import redis_client
+from loopmem.runtime.task_queue import broker_lists, send
+from loopmem.secret_guard.policy import SecretReport, apply_secret_policy
+from loopmem.tenancy.audit import Actor, Removed, audit_record
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory, MemoryQuerySet, SessionTurn
 from projects.selectors import project_in_tenant
 
@@ -115,7 +116,7 @@ def _insert_memory(
         source_session_id=source_session_id,
         import_key=import_key,
     )
-    embedding_queue.enqueue_on_commit(Memory._meta.db_table, EMBED_PENDING_MEMORIES_TASK, scope.tenant_id, memory.id)
+    work_queue.enqueue_on_commit(Memory._meta.db_table, EMBED_PENDING_MEMORIES_TASK, scope.tenant_id, memory.id)
     return memory
 
 
@@ -537,7 +538,7 @@ def _store_vector(memory: Memory, vector: list[float], model_id: str) -> int:
     return Memory.objects.filter(id=memory.id).update(
         embedding=vector,
         embedding_model=model_id,
-        embedding_content_hash=embeddings.content_hash(memory.text),
+        embedding_content_hash=embedders.content_hash(memory.text),
         updated_at=timezone.now(),
     )
 
@@ -548,7 +549,7 @@ MEMORY_EMBEDDINGS = EmbeddedTable(
 
 
 def memory_embed(*, memory_id: str) -> str:
-    """Embed one memory ("embedded" | "unchanged" | "missing"); raises embeddings.EmbeddingFailure."""
+    """Embed one memory ("embedded" | "unchanged" | "missing"); raises embedders.EmbeddingFailure."""
     return embed_row(MEMORY_EMBEDDINGS, memory_id)
 
 

@@ -8,8 +8,8 @@ import uuid
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from loopmem.embedding_pipeline import drain_queue, embed_one_with_retries, sweep
-from loopmem.task_retry import PERIODIC_TASK_OPTIONS
+from loopmem.embedding.pipeline import drain_queue, embed_one_with_retries, sweep
+from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS
 from memory import graduation, services
 from memory.promotion import evaluation
 from memory.promotion import jobs as promotion
@@ -30,7 +30,7 @@ def embed_memory_task(self: DjangoTask, memory_id: str) -> str:
 
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_pending_memories_task(self: DjangoTask, tenant_id: str) -> dict[str, object]:
-    """Embed the tenant's queued memories in provider batches (loopmem.embedding_queue); one task per burst of
+    """Embed the tenant's queued memories in provider batches (loopmem.embedding.work_queue); one task per burst of
     writes, not per write."""
     return drain_queue(services.MEMORY_EMBEDDINGS, self, tenant_id).as_dict()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from loopmem.audit import Actor
-from loopmem.inputs import parse_body
+from loopmem.http.base_view import ScopedViewSet
+from loopmem.http.inputs import parse_body
 from loopmem.models import ApiKey
-from loopmem.views import ScopedViewSet
+from loopmem.tenancy.audit import Actor
 from privacy import erasure
 from privacy.schema import erasure_schema
 from privacy.serializers import ErasureIn

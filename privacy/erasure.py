@@ -11,7 +11,7 @@ What goes, for a subject S of tenant T (docs/security.md, "Erase"):
 - the articles S owns (graduated from its memories or written by it) are always listed, and removed only with
   `include_articles`: they may have been read and relied on by others.
 
-Rows go in batches, each batch in its own transaction together with its audit rows (`loopmem.audit`), so a run
+Rows go in batches, each batch in its own transaction together with its audit rows (`loopmem.tenancy.audit`), so a run
 killed half-way leaves every removed row on record and the rest in place; running it again finishes the job,
 and running it once more removes nothing (idempotent). Work still in flight for S (a promotion job running,
 an agent still writing with S's key) can outlive one pass: revoke S's keys first, then erase.
@@ -29,11 +29,11 @@ from django.db import connection, models, transaction
 from django.db.models import Q
 
 from knowledge.models import Article, ArticleAccessEvent, article_embedding_text
-from loopmem import embedding_queue
-from loopmem.audit import Actor, Removed, audit_record
-from loopmem.heavy_read import redis_client
+from loopmem.embedding import work_queue
 from loopmem.models import ApiKey, DeletionAudit, IdempotencyRecord, Tenant
-from loopmem.scope import subject_id_for
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.audit import Actor, Removed, audit_record
+from loopmem.tenancy.scope import subject_id_for
 from memory.models import Memory, PromotionJob, SessionPromotion, SessionTurn
 from memory.services import recall_bump_key
 from recall import history
@@ -158,7 +158,7 @@ def tenant_erase(
     patterns = [
         history.tenant_pattern(tenant.id),
         RECALL_BUMP_PATTERN.format(tenant_id=tenant.id),
-        embedding_queue.tenant_pattern(tenant.id),
+        work_queue.tenant_pattern(tenant.id),
     ]
     _redis(report, patterns, dry_run=dry_run)
     return report

@@ -2,7 +2,7 @@
 
 - Access-ledger rows (`article_access_events`) and finished promotion jobs older than
   LOOPMEM_RETENTION_DAYS (default 90) are deleted.
-- Idempotency records (`loopmem.idempotency`: a write's recorded answer, replayed to a retry) older than
+- Idempotency records (`loopmem.http.idempotency`: a write's recorded answer, replayed to a retry) older than
   LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS (default 24 h) are deleted.
 - The query text of an access-ledger row is kept LOOPMEM_QUERY_TEXT_RETENTION_DAYS (default 7), then removed
   from the row (`metadata.query`); the row itself stays for the retrieval metrics until the first cutoff.

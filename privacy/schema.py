@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view, inline_seri
 from rest_framework import serializers
 
 from loopmem.errors import Forbidden, ValidationFailed
-from loopmem.schema import data_envelope, responses
+from loopmem.http.openapi import data_envelope, responses
 from privacy.serializers import ErasureIn
 
 ERASURE_OUT = data_envelope(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from loopmem.inputs import FlagField, TextField
+from loopmem.http.inputs import FlagField, TextField
 from loopmem.params import NOT_BLANK_PATTERN
-from loopmem.scope import MAX_SUBJECT_ID_BYTES
+from loopmem.tenancy.scope import MAX_SUBJECT_ID_BYTES
 
 
 @extend_schema_field(

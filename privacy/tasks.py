@@ -7,7 +7,7 @@ from dataclasses import asdict
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from loopmem.task_retry import PERIODIC_TASK_OPTIONS
+from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS
 from privacy.retention import retention_prune
 
 

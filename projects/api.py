@@ -7,12 +7,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from loopmem.envelopes import paginated, with_redactions
-from loopmem.inputs import parse
+from loopmem.http.base_view import ScopedViewSet
+from loopmem.http.envelopes import paginated, with_redactions
+from loopmem.http.inputs import parse
 from loopmem.models import ApiKey
 from loopmem.params import page_params
-from loopmem.secret_policy import SecretReport
-from loopmem.views import ScopedViewSet
+from loopmem.secret_guard.policy import SecretReport
 from projects import selectors, services
 from projects.schema import project_schema
 from projects.serializers import ProjectIn, ProjectOut, ProjectResolveIn

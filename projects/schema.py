@@ -13,7 +13,7 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.schema import PAGE_PARAMETERS, data_envelope, page, responses
+from loopmem.http.openapi import PAGE_PARAMETERS, data_envelope, page, responses
 from projects.serializers import ProjectIn, ProjectOut, ProjectResolveIn
 
 project_schema = extend_schema_view(

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from loopmem.errors import DuplicateSlug, ValidationFailed
-from loopmem.secret_policy import SecretReport, apply_secret_policy
+from loopmem.secret_guard.policy import SecretReport, apply_secret_policy
 from projects.models import Project
 from projects.repo_url import parse_repo_url
 

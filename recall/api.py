@@ -7,8 +7,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge.visibility import viewer_for
-from loopmem.inputs import json_object, parse, parse_body
-from loopmem.views import ScopedViewSet
+from loopmem.http.base_view import ScopedViewSet
+from loopmem.http.inputs import json_object, parse, parse_body
 from recall import envelopes, services
 from recall.schema import recall_schema
 from recall.serializers import RecallContextIn, ReferencedIn

@@ -1,7 +1,7 @@
 """`answer_confidence` (reference §4.9, newest version): are the knowledge rows answers, or just neighbours?
 
 Semantic search has no no-answer mode, so the verdict is the separation of the top knowledge score from the
-rest within this query's own rows (`loopmem.separation`), never an absolute threshold.
+rest within this query's own rows (`loopmem.ranking.separation`), never an absolute threshold.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from loopmem.separation import separation
+from loopmem.ranking.separation import separation
 
 
 def answer_confidence(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem.outcome import outcome_for
+from loopmem.http.outcome import outcome_for
 from memory import envelopes as memory_envelopes
 from recall.services import MergedItem, RecallContext
 

@@ -3,7 +3,7 @@
 Keyed by (tenant, subject, session, article): both halves of the caller's scope come before the client's
 session token, so another tenant or agent choosing the same token can never suppress rows from this recall,
 and an erasure finds every key of a subject (or tenant) by prefix. Members are article ids, never text.
-Best effort: Redis trouble (`loopmem.redis_outage`) means nothing is suppressed, which is the behaviour
+Best effort: Redis trouble (`loopmem.redis.outage`) means nothing is suppressed, which is the behaviour
 without a session.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
-from loopmem import redis_outage
-from loopmem.heavy_read import redis_client
+from loopmem.redis import outage
+from loopmem.redis.client import redis_client
 
 PREFIX = "loopmem:recall_history"
 
@@ -51,7 +51,7 @@ def shown_ids(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None, 
         return set()
     key = _key(tenant_id, subject_id, session_id)
     now = time.time()
-    scores = redis_outage.call("recall history", lambda: redis_client().zmscore(key, wanted), fallback=None)
+    scores = outage.call("recall history", lambda: redis_client().zmscore(key, wanted), fallback=None)
     if scores is None:  # Redis unreachable: containment skipped
         return set()
     return {i for i, expiry in zip(wanted, scores, strict=True) if expiry is not None and expiry > now}
@@ -73,4 +73,4 @@ def mark_shown(*, tenant_id: uuid.UUID, subject_id: str, session_id: str | None,
         pipe.expire(key, ttl)
         pipe.execute()
 
-    redis_outage.call("recall history", record, fallback=None)  # unreachable: not recorded
+    outage.call("recall history", record, fallback=None)  # unreachable: not recorded

@@ -27,8 +27,8 @@ from loopmem.errors import (
     TooManyArticleIds,
     ValidationFailed,
 )
+from loopmem.http.openapi import OUTCOME, data_envelope, responses
 from loopmem.params import trimmed_text_pattern
-from loopmem.schema import OUTCOME, data_envelope, responses
 from memory.schema import RECALL_OUT
 from memory.serializers import MemoryOut
 from recall.serializers import MAX_QUERY_CHARS, RecallContextIn, ReferencedIn

@@ -14,7 +14,7 @@ from loopmem.errors import (
     QueryTooLong,
     TooManyArticleIds,
 )
-from loopmem.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
+from loopmem.http.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
 from loopmem.params import NOT_BLANK_PATTERN, canonical_uuid
 from memory.serializers import RECALL_MODE_SCHEMA, MemoryFiltersIn, recall_mode
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED

@@ -21,17 +21,18 @@ from knowledge.hits import SearchHit, SearchResult
 from knowledge.models import Article
 from knowledge.selectors import knowledge_search
 from knowledge.visibility import Viewer
-from loopmem import embeddings, heavy_read
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.errors import (
     HeavyReadOverloaded,
     NotSurfaced,
     RecordingFailed,
 )
+from loopmem.http.outcome import UNRUNNABLE_KNOWLEDGE
 from loopmem.models import Tenant
-from loopmem.outcome import UNRUNNABLE_KNOWLEDGE
 from loopmem.params import clamp
-from loopmem.scope import Scope
+from loopmem.reads import tenant_gate
+from loopmem.tenancy.scope import Scope
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.recall_modes import DEFAULT_MODE, RecallMode, recall_lanes
@@ -120,15 +121,15 @@ def recall_context(
     limit = clamp(limit if limit is not None else DEFAULT_LIMIT, 1, MAX_LIMIT)
     config = DiversityConfig.from_settings(**(diversity or {}))
     recall_id = uuid.uuid4()
-    embedding = embeddings.embed_query(tenant, query)
+    embedding = embedders.embed_query(tenant, query)
 
     # Both halves' heavy reads under one gate slot: one admission a request, not one a half.
-    with heavy_read.request_slot(scope.tenant_id):
+    with tenant_gate.request_slot(scope.tenant_id):
         memory_result = _memory_half(scope, query, limit, embedding, mode, filters)
         memory_note_recalled(tenant_id=scope.tenant_id, result=memory_result, include_superseded=False)
         memory_items = [_memory_item(hit, memory_result) for hit in memory_result.hits]
         # Diversity compares vectors of the query's model only (the tenant's current one if embedding failed).
-        model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embeddings.spec_for(tenant).model_id
+        model_id = embedding.model_id if isinstance(embedding, QueryEmbedding) else embedders.spec_for(tenant).model_id
         knowledge = _knowledge_half(
             viewer,
             scope,
@@ -198,7 +199,7 @@ def _memory_half(
     scope: Scope,
     query: str,
     k: int,
-    embedding: QueryEmbedding | embeddings.EmbeddingFailure,
+    embedding: QueryEmbedding | embedders.EmbeddingFailure,
     mode: RecallMode,
     filters: MemoryFilters | None = None,
 ) -> RecallResult:
@@ -207,9 +208,9 @@ def _memory_half(
             return recall_lanes(
                 scope=scope, query=query, k=k, include_superseded=False, mode=mode, embedding=embedding, filters=filters
             )
-        if isinstance(embedding, embeddings.EmbeddingDimensionMismatch):
+        if isinstance(embedding, embedders.EmbeddingDimensionMismatch):
             return RecallResult(hits=[], k=k, fallback=True, reason=embedding.tag)
-        if isinstance(embedding, embeddings.EmbeddingFailure):
+        if isinstance(embedding, embedders.EmbeddingFailure):
             return recall_fallback(
                 scope=scope, query=query, k=k, include_superseded=False, reason=embedding.tag, filters=filters
             )
@@ -252,7 +253,7 @@ def _knowledge_half(
     viewer: Viewer,
     scope: Scope,
     query: str,
-    embedding: QueryEmbedding | embeddings.EmbeddingFailure,
+    embedding: QueryEmbedding | embedders.EmbeddingFailure,
     config: DiversityConfig,
     *,
     limit: int,

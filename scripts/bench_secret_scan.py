@@ -1,4 +1,4 @@
-"""Times `loopmem.secret_scan.scan` on 100 KB texts: prose, code and logs, each without and with secrets.
+"""Times `loopmem.secret_guard.scan.scan` on 100 KB texts: prose, code and logs, each without and with secrets.
 
 Prints one JSON object: ms per KB (p50/p95 over the repetitions) for each text, and the load average before
 and after, since on the 2-core machines a busy neighbour moves the figure. Run it on a quiet machine:
@@ -170,7 +170,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from loopmem.secret_scan import scan
+    from loopmem.secret_guard.scan import scan
 
     rng = random.Random(18)
     texts = {"prose": prose(rng), "code": code(rng), "logs": logs(rng)}

@@ -9,9 +9,11 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from loopmem import embeddings, redis_outage, size_cache
+from loopmem.embedding import embedders
 from loopmem.models import ApiKey, Tenant
-from loopmem.services import IssuedKey, api_key_create
+from loopmem.reads import size_cache
+from loopmem.redis import outage
+from loopmem.tenancy.services import IssuedKey, api_key_create
 from tests.factories import TenantFactory
 
 pytest_plugins = ["tests.fake_llm"]
@@ -21,7 +23,7 @@ pytest_plugins = ["tests.fake_llm"]
 def _fresh_rate_limit_counters() -> None:
     # Rate-limit counters live in the real Redis; each test starts from zero. A test that made Redis fail on
     # purpose must not leave the process's outage latch open for the next one.
-    redis_outage.reset()
+    outage.reset()
     cache.clear()
     # The per-process sizes that pick read paths too: a test that grows a set past a threshold sees it at once.
     size_cache.clear_all()
@@ -113,7 +115,7 @@ class RecordingEmbedder:
 
     def __init__(self) -> None:
         self.texts: list[str] = []
-        self._inner = embeddings.HashingEmbedder()
+        self._inner = embedders.HashingEmbedder()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.texts.extend(texts)
@@ -128,7 +130,7 @@ class RecordingEmbedder:
 def recording_embedder(monkeypatch: pytest.MonkeyPatch) -> RecordingEmbedder:
     """The tenant's embedding provider ("hashing" in tests), recording what it is sent."""
     recorder = RecordingEmbedder()
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recorder)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: recorder)
     return recorder
 
 

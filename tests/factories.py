@@ -8,7 +8,7 @@ import factory
 from factory.django import DjangoModelFactory
 
 from knowledge.models import Article, article_embedding_text
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.models import Tenant
 from projects.models import Project
 from projects.repo_url import parse_repo_url
@@ -53,11 +53,11 @@ class ArticleFactory(DjangoModelFactory[Article]):
 def embedded_article(tenant: Tenant, title: str, body: str, **fields: Any) -> Article:
     """An article with the vector the worker would store (the hashing test embedder), ready for search."""
     text = article_embedding_text(title, body)
-    [vector] = embeddings.HashingEmbedder().embed([text])
+    [vector] = embedders.HashingEmbedder().embed([text])
     defaults: dict[str, Any] = {
         "embedding": vector,
         "embedding_model": "hashing:v1",
-        "embedding_content_hash": embeddings.content_hash(text),
+        "embedding_content_hash": embedders.content_hash(text),
     }
     article: Article = ArticleFactory.create(tenant=tenant, title=title, body=body, **{**defaults, **fields})
     return article

@@ -16,7 +16,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopmem.secret_scan import Finding
+from loopmem.secret_guard.scan import Finding
 
 UPPER = string.ascii_uppercase
 LOWER = string.ascii_lowercase

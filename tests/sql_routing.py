@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from loopmem import citus
+from loopmem.database import citus
 
 # Replicated to every node (docs/scaling.md): looked up before a tenant is known (API keys by hash, tenants by
 # slug) or small and read with tenant rows (projects).

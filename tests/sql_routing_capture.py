@@ -13,7 +13,8 @@ from django.db import connections
 from tests.sql_routing import REFERENCE_TABLES, Unrouted, unrouted
 
 # No API request runs a multi-shard statement: a superadmin acts inside one impersonated tenant. The service's
-# cross-tenant statements (sweeps, operator figures, metrics) are listed in loopmem.citus.MULTI_SHARD_STATEMENTS.
+# cross-tenant statements (sweeps, operator figures, metrics) are listed in
+# loopmem.database.citus.MULTI_SHARD_STATEMENTS.
 MULTI_SHARD_ALLOWED: dict[str, str] = {}
 
 

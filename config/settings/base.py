@@ -13,7 +13,7 @@ from kombu.entity import Queue
 
 from agent.config import agent_config_from_env
 from config.env import env_bool, env_float, env_int, env_str
-from loopmem import embedded
+from loopmem.runtime import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -58,16 +58,16 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # Outermost: every log line of the request carries its id, and the metrics see the final status.
-    "loopmem.request_id.RequestIdMiddleware",
-    # Celery publishes of the request's writes go out after its response (loopmem.after_response).
-    "loopmem.after_response.AfterResponseMiddleware",
-    "loopmem.metrics_endpoint.MetricsMiddleware",
+    "loopmem.http.request_id.RequestIdMiddleware",
+    # Celery publishes of the request's writes go out after its response (loopmem.runtime.after_response).
+    "loopmem.runtime.after_response.AfterResponseMiddleware",
+    "loopmem.http.metrics_endpoint.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the vendored Swagger UI) straight from the installed apps, under gunicorn as under runserver.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "loopmem.edge.EdgeInputMiddleware",
-    "loopmem.ratelimit.RateLimitHeadersMiddleware",
+    "loopmem.http.edge.EdgeInputMiddleware",
+    "loopmem.http.ratelimit.RateLimitHeadersMiddleware",
 ]
 
 TEMPLATES = [  # only drf-spectacular's Swagger UI page renders a template
@@ -87,8 +87,8 @@ DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(DATA_DIR)
 HEAVY_READ_DATABASE_URL = env_str("HEAVY_READ_DATABASE_URL") or DATABASE_URL
 _conn_max_age = env_int("LOOPMEM_DB_CONN_MAX_AGE", 60)
 # Django's PostgreSQL backend whose CONN_HEALTH_CHECKS look at the idle connection's socket instead of sending
-# `SELECT 1` before each request's first query (loopmem/postgres_backend/base.py).
-_ENGINE = "loopmem.postgres_backend"
+# `SELECT 1` before each request's first query (loopmem/database/backend/base.py).
+_ENGINE = "loopmem.database.backend"
 DATABASES = {
     alias: dj_database_url.parse(url, engine=_ENGINE, conn_max_age=_conn_max_age, conn_health_checks=True)
     for alias, url in (("default", DATABASE_URL), ("heavy_read", HEAVY_READ_DATABASE_URL))
@@ -101,13 +101,14 @@ for _database in DATABASES.values():
 # Heavy reads bind client-side (psycopg's default in Django). Server-side binding saved spelling the vector literal in
 # Python, but PostgreSQL then carried every row's vector through the hybrid read's sorts (spilled to disk): a
 # quota-full subject's hybrid recall took ~100 ms p50 against ~56 bound client-side (docs/performance.md).
-# Web processes only (loopmem.db_timeouts), on every alias but heavy_read: a statement of a request running longer is
-# cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it. 0: off.
+# Web processes only (loopmem.database.timeouts), on every alias but heavy_read: a statement of a request running
+# longer is cancelled, 503 `database_timeout`. Migrations, operator commands and Celery tasks are not bound by it.
+# 0: off.
 WEB_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_WEB_STATEMENT_TIMEOUT_MS", 30_000)
 if HEAVY_READ_DATABASE_URL == DATABASE_URL:
     # The same database: tests must not try to create it twice.
     DATABASES["heavy_read"]["TEST"] = {"MIRROR": "default"}
-DATABASE_ROUTERS = ["loopmem.heavy_read.HeavyReadRouter"]
+DATABASE_ROUTERS = ["loopmem.database.router.HeavyReadRouter"]
 # A Citus coordinator: migrations distribute the tenant tables by tenant_id (docs/scaling.md).
 CITUS_ENABLED = env_bool("LOOPMEM_CITUS", False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -116,12 +117,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL") or embedded.redis_url(DATA_DIR)
 REDIS_TIMEOUT_SECONDS = env_float("LOOPMEM_REDIS_TIMEOUT_SECONDS", 0.5)
 # After a Redis call on a request path fails, this process skips Redis (failing open) for this long, so a hung
-# Redis costs a request at most one timeout, not one per call (loopmem.redis_outage; docs/operations.md).
+# Redis costs a request at most one timeout, not one per call (loopmem.redis.outage; docs/operations.md).
 REDIS_RETRY_AFTER_SECONDS = env_float("LOOPMEM_REDIS_RETRY_AFTER_SECONDS", 5.0)
 CACHES = {
     "default": {
         # Django's RedisCache with a reused client and a one-round-trip incr: the rate limiter's hot path.
-        "BACKEND": "loopmem.redis_cache.RedisCache",
+        "BACKEND": "loopmem.redis.cache_backend.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "loopmem",
         # Short timeouts: a Redis outage must degrade (fail open), not hang requests.
@@ -144,7 +145,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup would close every database connection around every task; with a reuse maximum it closes them
-# only every that many tasks, and loopmem.worker_connections applies Django's own CONN_MAX_AGE and health checks.
+# only every that many tasks, and loopmem.database.worker_connections applies Django's own CONN_MAX_AGE and health
+# checks.
 CELERY_DB_REUSE_MAX = 10_000
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Longer than any task runs or waits on a countdown (redelivery before that would run a task twice).
@@ -194,13 +196,16 @@ MAX_REQUEST_BODY_BYTES = env_int("LOOPMEM_MAX_REQUEST_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 32 * 1024 * 1024
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["loopmem.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["loopmem.auth.IsApiKeyAuthenticated", "loopmem.custody.TenantNotHalted"],
-    "DEFAULT_THROTTLE_CLASSES": ["loopmem.ratelimit.ApiKeyRateThrottle"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["loopmem.http.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "loopmem.http.auth.IsApiKeyAuthenticated",
+        "loopmem.http.custody.TenantNotHalted",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["loopmem.http.ratelimit.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["loopmem.edge.StrictJSONParser"],
-    "EXCEPTION_HANDLER": "loopmem.http_errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "loopmem.schema.EnvelopeAutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["loopmem.http.edge.StrictJSONParser"],
+    "EXCEPTION_HANDLER": "loopmem.http.error_responses.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "loopmem.http.openapi.EnvelopeAutoSchema",
     "UNAUTHENTICATED_USER": None,
     # No `?format=` override: an unknown value would be an undocumented 404 on every route (content negotiation
     # is the Accept header's job; the export is NDJSON whatever is asked).
@@ -219,23 +224,23 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # A text field that refuses "" says so (minLength 1).
     "ENFORCE_NON_BLANK_FIELDS": True,
-    # Every error response points at one `Error` component (loopmem/schema.py).
-    # `precise_requests` marks required bodies and JSON-text query parameters (loopmem/schema.py).
+    # Every error response points at one `Error` component (loopmem/http/openapi.py).
+    # `precise_requests` marks required bodies and JSON-text query parameters (loopmem/http/openapi.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "loopmem.schema.error_component",
-        "loopmem.schema.precise_requests",
+        "loopmem.http.openapi.error_component",
+        "loopmem.http.openapi.precise_requests",
     ],
 }
 
-# How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.idempotency); older
+# How long a write's answer is kept for a retry carrying the same Idempotency-Key (loopmem.http.idempotency); older
 # records are pruned by the hourly retention sweep and a key past it counts as new.
 IDEMPOTENCY_RETENTION_SECONDS = env_int("LOOPMEM_IDEMPOTENCY_RETENTION_SECONDS", 24 * 3600)
 
 # Requests per minute per API key unless the tenant says otherwise; the tenant aggregate is 3x.
 RATE_LIMIT_PER_KEY_PER_MINUTE = env_int("LOOPMEM_RATE_LIMIT_PER_MINUTE", 300)
 RATE_LIMIT_TENANT_MULTIPLIER = 3
-# django-ratelimit (loopmem.ratelimit) counts in the default cache, under the cache's prefix then this one. A
+# django-ratelimit (loopmem.http.ratelimit) counts in the default cache, under the cache's prefix then this one. A
 # counter the cache lost between its add and its incr admits the request instead of refusing it.
 RATELIMIT_USE_CACHE = "default"
 RATELIMIT_CACHE_PREFIX = "ratelimit:"
@@ -261,13 +266,13 @@ if EMBEDDING_PROVIDER not in EMBEDDING_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_EMBEDDING_PROVIDER must be one of {EMBEDDING_PROVIDERS}")
 if LLM_PROVIDER not in LLM_PROVIDERS:
     raise ImproperlyConfigured(f"LOOPMEM_LLM_PROVIDER must be one of {LLM_PROVIDERS}")
-# The query-embedding cache (loopmem/query_cache.py): per process, entries at most this many and this old;
+# The query-embedding cache (loopmem/embedding/query_cache.py): per process, entries at most this many and this old;
 # 0 in either disables it. About 3 KB an entry at 384 dimensions, 12 KB at 1536.
 QUERY_EMBEDDING_CACHE_SIZE = env_int("LOOPMEM_QUERY_EMBEDDING_CACHE_SIZE", 1024)
 QUERY_EMBEDDING_CACHE_TTL_SECONDS = env_float("LOOPMEM_QUERY_EMBEDDING_CACHE_TTL_SECONDS", 300.0)
-# How long a tenant's embedding drain waits after the write that schedules it (loopmem/embedding_queue.py): the writes
-# of that moment go in one task, one provider call and one transaction, not one drain each. It is also how much later
-# a write is searchable by meaning. 0 sends the drain at once.
+# How long a tenant's embedding drain waits after the write that schedules it (loopmem/embedding/work_queue.py): the
+# writes of that moment go in one task, one provider call and one transaction, not one drain each. It is also how much
+# later a write is searchable by meaning. 0 sends the drain at once.
 EMBEDDING_DRAIN_DELAY_SECONDS = env_float("LOOPMEM_EMBEDDING_DRAIN_DELAY_SECONDS", 0.1)
 
 # --- Memory knobs ----------------------------------------------------------------------------------------
@@ -303,7 +308,7 @@ SERVE_CELERY_CONCURRENCY = env_int("LOOPMEM_CELERY_CONCURRENCY", 2)
 AGENT_INTEGRATION = agent_config_from_env()
 
 # --- Recall and heavy reads ----------------------------------------------------------------------------
-# The heavy_read connection's statement timeout, in every process (loopmem.db_timeouts). 0: the server's default.
+# The heavy_read connection's statement timeout, in every process (loopmem.database.timeouts). 0: the server's default.
 HEAVY_READ_STATEMENT_TIMEOUT_MS = env_int("LOOPMEM_HEAVY_READ_STATEMENT_TIMEOUT_MS", 10_000)
 HEAVY_READ_MAX_IN_FLIGHT = env_int("LOOPMEM_HEAVY_READ_MAX_IN_FLIGHT", 16)
 HNSW_EF_SEARCH = env_int("LOOPMEM_HNSW_EF_SEARCH", 100)
@@ -387,10 +392,10 @@ if LOG_FORMAT not in ("json", "text"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "loopmem.request_id.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "loopmem.http.request_id.RequestIdFilter"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"},
-        "json": {"()": "loopmem.json_logs.JsonFormatter"},
+        "json": {"()": "loopmem.observability.json_logs.JsonFormatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]},

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from loopmem.errors import DomainError
-from loopmem.operator_checks import OPERATOR_CHECK_TAGS
+from loopmem.runtime.operator_checks import OPERATOR_CHECK_TAGS
 
 
 class OperatorCommand(BaseCommand):

@@ -1,4 +1,4 @@
-"""Distribute the schema on Citus by tenant_id (loopmem/citus.py, docs/scaling.md), gated by LOOPMEM_CITUS.
+"""Distribute the schema on Citus by tenant_id (loopmem/database/citus.py, docs/scaling.md), gated by LOOPMEM_CITUS.
 
 With the setting off (every single-node deployment, and the tests) this does nothing. With it on, against a
 Citus coordinator, it re-keys the tenant tables to (tenant_id, id), makes tenants / api_keys / projects
@@ -14,7 +14,7 @@ from django.db import migrations
 def distribute_when_enabled(apps, schema_editor):
     if not settings.CITUS_ENABLED:
         return
-    from loopmem.citus import distribute
+    from loopmem.database.citus import distribute
 
     distribute(schema_editor.connection)
 

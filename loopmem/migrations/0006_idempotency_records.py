@@ -6,10 +6,10 @@ from django.db import migrations, models
 
 
 def distribute_when_enabled(apps, schema_editor):
-    # A tenant table: on Citus it is distributed by tenant_id like the others (loopmem 0005, loopmem/citus.py).
+    # A tenant table: on Citus it is distributed by tenant_id like the others (loopmem 0005, loopmem/database/citus.py).
     if not settings.CITUS_ENABLED:
         return
-    from loopmem.citus import distribute
+    from loopmem.database.citus import distribute
 
     distribute(schema_editor.connection)
 

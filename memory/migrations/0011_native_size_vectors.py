@@ -1,5 +1,5 @@
 """memories.embedding holds each vector at its model's native size (untyped `vector`), indexed per size
-(loopmem.vector_index); the side columns a reembed fills before its swap.
+(loopmem.embedding.vector_index); the side columns a reembed fills before its swap.
 
 After loopmem 0005 (Citus): deployments that applied it get this as a later step, and Citus propagates the
 ALTER/UPDATE/CREATE INDEX to the shards of a distributed table.
@@ -14,7 +14,7 @@ import pgvector.django.vector
 from django.conf import settings
 from django.db import migrations, models
 
-from loopmem import vector_index
+from loopmem.embedding import vector_index
 
 
 class Migration(migrations.Migration):

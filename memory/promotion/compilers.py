@@ -23,9 +23,9 @@ from django.conf import settings
 
 from knowledge.selectors import article_visible_ids  # memory imports knowledge only for this and graduation
 from knowledge.visibility import viewer_for_scope
-from loopmem import llm
 from loopmem.models import Tenant
-from loopmem.scope import Scope
+from loopmem.providers import llm
+from loopmem.tenancy.scope import Scope
 from memory.models import MAX_TEXT_BYTES, SessionTurn
 from memory.promotion import guard
 from memory.promotion.distiller import TurnLike, distill

@@ -56,7 +56,7 @@ class TurnLike(Protocol):
 
 
 class SentenceEmbedder(Protocol):
-    """`loopmem.embeddings.MiniLMEmbedder` or anything shaped like it (unit vectors, one per text)."""
+    """`loopmem.embedding.embedders.MiniLMEmbedder` or anything shaped like it (unit vectors, one per text)."""
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -737,7 +737,7 @@ def _sentence_cache(embedder: SentenceEmbedder) -> dict[str, npt.NDArray[np.floa
 
 def default_embedder() -> SentenceEmbedder:
     """The process's MiniLM session (needs Django settings for its thread count)."""
-    from loopmem.embeddings import _minilm  # local: keeps this module importable without Django
+    from loopmem.embedding.embedders import _minilm  # local: keeps this module importable without Django
 
     return _minilm()
 

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 from django.utils import timezone
 
-from loopmem import llm
 from loopmem.models import Tenant
-from loopmem.secret_policy import holds_secret
+from loopmem.providers import llm
+from loopmem.secret_guard.policy import holds_secret
 from memory.models import PromotionEvalSnapshot
 from memory.promotion.compilers import Candidate, CompileFailed, Compiler, compiler_for, screen
 from memory.promotion.distiller import Matrix, SentenceEmbedder, default_embedder

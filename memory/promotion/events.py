@@ -6,7 +6,7 @@ import json
 import logging
 from typing import Any
 
-from loopmem import metrics
+from loopmem.observability import metrics
 
 logger = logging.getLogger("loopmem.promotion")
 

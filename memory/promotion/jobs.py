@@ -20,11 +20,11 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from loopmem import metrics
 from loopmem.errors import NotFound, PromotionBudgetExceeded
 from loopmem.models import Tenant
-from loopmem.queue import enqueue_on_commit
-from loopmem.scope import Scope
+from loopmem.observability import metrics
+from loopmem.runtime.task_queue import enqueue_on_commit
+from loopmem.tenancy.scope import Scope
 from memory.models import PromotionJob, SessionPromotion
 from memory.promotion import compilers
 from memory.promotion.compilers import EVAL_SUBJECT_ID, CompileFailed, Compiler, Fingerprint

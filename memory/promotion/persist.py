@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from loopmem import embeddings
-from loopmem.audit import Actor
+from loopmem.embedding import embedders
 from loopmem.errors import HeavyReadOverloaded
 from loopmem.models import Tenant
-from loopmem.scope import Scope
-from loopmem.secret_policy import holds_secret
+from loopmem.secret_guard.policy import holds_secret
+from loopmem.tenancy.audit import Actor
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.promotion.compilers import EVAL_SUBJECT_ID, Candidate
 from memory.selectors import recall_by_vector
@@ -69,16 +69,16 @@ def promotion_persist(
         if holds_secret(candidate.text, candidate.when_to_apply, *candidate.tags):
             summary.secret_dropped += 1
             continue
-        content_hash = embeddings.content_hash(candidate.text)
+        content_hash = embedders.content_hash(candidate.text)
         if _promoted_exists(scope, content_hash):
             summary.deduped += 1
             continue
         try:
             # Synchronous: no async gap in which a paraphrase could slip past the near-duplicate check.
-            [vector], model_id = embeddings.embed_texts(tenant, [candidate.text])
-        except embeddings.EmbeddingFailure as failure:
+            [vector], model_id = embedders.embed_texts(tenant, [candidate.text])
+        except embedders.EmbeddingFailure as failure:
             raise EmbeddingsDegraded(failure.tag, summary) from failure
-        truncated = len(candidate.text) > embeddings.EMBEDDING_MAX_CHARS
+        truncated = len(candidate.text) > embedders.EMBEDDING_MAX_CHARS
         try:
             near = None if truncated else _near_duplicate(scope, vector, model_id)
         except HeavyReadOverloaded as exc:
@@ -105,7 +105,7 @@ def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory 
             hit.score is not None
             and hit.score >= settings.PROMOTION_NEAR_DUP_THRESHOLD
             and memory.source == Memory.Source.PROMOTED
-            and len(memory.text) <= embeddings.EMBEDDING_MAX_CHARS
+            and len(memory.text) <= embedders.EMBEDDING_MAX_CHARS
         ):
             return memory
     return None

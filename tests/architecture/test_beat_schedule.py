@@ -11,7 +11,7 @@ from django_celery_beat.schedulers import DatabaseScheduler
 
 from config.celery import beat_schedule
 from knowledge import tasks as knowledge_tasks
-from loopmem.schedules import longest_gap_seconds
+from loopmem.runtime.schedules import longest_gap_seconds
 from memory import tasks as memory_tasks
 from privacy import tasks as privacy_tasks
 

@@ -1,5 +1,5 @@
 """Services enqueue tasks by name (no import of `tasks`): every name they send must be a registered task. Every beat
-entry's task retries transient database and Redis errors (loopmem.task_retry)."""
+entry's task retries transient database and Redis errors (loopmem.runtime.task_retry)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.db import OperationalError
 
 from config.celery import beat_schedule
 from knowledge.services import EMBED_ARTICLE_TASK
-from loopmem.task_retry import PERIODIC_TASK_OPTIONS, TRANSIENT_ERRORS
+from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS, TRANSIENT_ERRORS
 from memory import services
 from memory.promotion.jobs import PROMOTE_SESSION_TASK
 from memory.services import BUMP_RECALL_COUNTS_TASK, EMBED_MEMORY_TASK, EMBED_PENDING_MEMORIES_TASK

@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
 
 from knowledge.models import ArticleAccessEvent
-from loopmem import citus
+from loopmem.database import citus
 from memory.models import Memory
 from tests.factories import embedded_article
 from tests.memory.conftest import remember

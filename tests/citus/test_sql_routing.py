@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from knowledge import tasks as knowledge_tasks
-from loopmem.citus import MULTI_SHARD_STATEMENTS
-from loopmem.metrics_endpoint import exposition
+from loopmem.database.citus import MULTI_SHARD_STATEMENTS
+from loopmem.http.metrics_endpoint import exposition
 from memory import tasks as memory_tasks
 from memory.models import SessionTurn
 from tests.memory.conftest import embed_pending, heavy_db, remember

@@ -28,8 +28,8 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.celery import app as celery_app
-from loopmem.embeddings import content_hash
-from loopmem.services import tenant_set_provider
+from loopmem.embedding.embedders import content_hash
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import Memory, PromotionJob
 from memory.promotion import jobs as promotion
 from tests.e2e.test_worker import _test_database_url, _wait_for

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from config.celery import app as celery_app
-from loopmem import redis_outage
-from loopmem.embedded import redis_server_binary
+from loopmem.redis import outage
+from loopmem.runtime.embedded import redis_server_binary
 
 STARTUP_SECONDS = 10
 
@@ -94,7 +94,7 @@ def drill_redis() -> Iterator[DrillRedis]:
         server.start()
         caches = {"default": {**settings.CACHES["default"], "LOCATION": server.url}}
         original_broker = celery_app.conf.broker_url
-        redis_outage.reset()
+        outage.reset()
         try:
             with override_settings(REDIS_URL=server.url, CACHES=caches):
                 _use_broker(server.url)
@@ -102,7 +102,7 @@ def drill_redis() -> Iterator[DrillRedis]:
         finally:
             server.stop()
             _use_broker(original_broker)
-            redis_outage.reset()
+            outage.reset()
 
 
 def elapsed(started: float) -> float:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from loopmem import circuit_breaker, embedding_pipeline, embeddings
-from loopmem.services import tenant_set_provider
+from loopmem.embedding import embedders, pipeline
+from loopmem.providers import circuit_breaker
+from loopmem.tenancy.services import tenant_set_provider
 from memory import services
 from memory.models import Memory
 from tests.faults.conftest import timed
@@ -54,7 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": {"message": "provider down", "type": "server_error"}})
             return
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        vectors = embeddings.HashingEmbedder().embed(texts)
+        vectors = embedders.HashingEmbedder().embed(texts)
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
         self._send(200, {"object": "list", "data": data, "model": body.get("model", "m"),
                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})  # fmt: skip
@@ -79,9 +80,9 @@ def provider(tenant: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderS
     server = ProviderServer()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setattr(embeddings, "EMBEDDING_TIMEOUT_SECONDS", PROVIDER_TIMEOUT_SECONDS)
+    monkeypatch.setattr(embedders, "EMBEDDING_TIMEOUT_SECONDS", PROVIDER_TIMEOUT_SECONDS)
     monkeypatch.setattr(circuit_breaker, "OPEN_SECONDS", 1)  # the drill waits for the circuit to close
-    monkeypatch.setattr(embedding_pipeline, "SWEEP_SETTLE_SECONDS", 0)  # the sweep may take the drill's fresh rows
+    monkeypatch.setattr(pipeline, "SWEEP_SETTLE_SECONDS", 0)  # the sweep may take the drill's fresh rows
     tenant_set_provider(
         tenant=tenant, embedding="openai", embedding_base_url=server.url, embedding_api_key="sk-drill",
         embedding_model="drill-model",
@@ -129,7 +130,7 @@ def test_a_failing_provider_opens_the_circuit_recall_falls_back_and_the_backlog_
     for text in ("my cat likes fish", "the invoice totals for march", "cat food brand is purrfect"):
         assert agent.post("/api/v1/memory", {"text": text}, format="json").status_code == 201
     for memory_id in Memory.objects.values_list("id", flat=True):  # what the worker's embed task would do
-        with pytest.raises(embeddings.EmbeddingFailure):
+        with pytest.raises(embedders.EmbeddingFailure):
             services.memory_embed(memory_id=str(memory_id))
     assert Memory.objects.filter(embedding__isnull=True).count() == 3, "writes are kept, unembedded"
 
@@ -141,7 +142,7 @@ def test_a_failing_provider_opens_the_circuit_recall_falls_back_and_the_backlog_
     time.sleep(1.1)
 
     provider.mode = "ok"
-    report = embedding_pipeline.sweep(services.MEMORY_EMBEDDINGS)
+    report = pipeline.sweep(services.MEMORY_EMBEDDINGS)
     assert (report.embedded, report.failed) == (3, 0)
     assert Memory.objects.filter(embedding__isnull=True).count() == 0
     body, _ = _recall(agent, QUERY)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from loopmem import redis_outage
+from loopmem.redis import outage
 from memory.models import Memory, SessionTurn
 from tests.faults.conftest import DrillRedis, timed
 from tests.memory.conftest import embed_pending, heavy_db
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.faults, heavy_db]
 
 def _liveness_bound() -> float:
     # A hang check, not a performance assertion: a request may pay one Redis timeout per call it makes before the
-    # outage latch opens (loopmem.redis_outage), and the machine may be busy. Three timeouts plus two seconds is
+    # outage latch opens (loopmem.redis.outage), and the machine may be busy. Three timeouts plus two seconds is
     # far above that and far below "hung until Redis comes back" (forever, in this drill).
     return 3 * settings.REDIS_TIMEOUT_SECONDS + 2
 
@@ -60,14 +60,14 @@ def _assert_stored(ids: list[str]) -> None:
     assert SessionTurn.objects.filter(id=turn_id).exists()
 
 
-@pytest.mark.parametrize("outage", ["stopped", "frozen"])
+@pytest.mark.parametrize("failure", ["stopped", "frozen"])
 def test_requests_answer_in_bounded_time_and_writes_are_kept_while_redis_is_down(
-    agent: Any, drill_redis: DrillRedis, outage: str
+    agent: Any, drill_redis: DrillRedis, failure: str
 ) -> None:
     _drive(agent, 0)  # warm: connections to the drill's Redis are open and pooled
     assert drill_redis.queued("embedding"), "a write enqueues its embedding while Redis is up"
 
-    if outage == "stopped":
+    if failure == "stopped":
         drill_redis.stop()
     else:
         drill_redis.freeze()
@@ -84,11 +84,11 @@ def test_requests_answer_in_bounded_time_and_writes_are_kept_while_redis_is_down
     assert ready.json()["error"]["details"]["checks"]["database"] == "ok"
     assert seconds < _liveness_bound()
 
-    if outage == "stopped":
+    if failure == "stopped":
         drill_redis.start()
     else:
         drill_redis.thaw()
-    redis_outage.reset()  # the latch would close by itself after LOOPMEM_REDIS_RETRY_AFTER_SECONDS
+    outage.reset()  # the latch would close by itself after LOOPMEM_REDIS_RETRY_AFTER_SECONDS
     answers = _drive(agent, 9)
     _assert_stored(_acknowledged(answers))
     # Writes made during the outage were not queued; the embedding sweep (every 5 min) embeds them. Run it.
@@ -108,17 +108,17 @@ def test_the_latch_skips_redis_after_one_failure_and_retries_after_the_interval(
 
     def ping() -> bool:
         calls.append(1)
-        from loopmem.heavy_read import redis_client
+        from loopmem.redis.client import redis_client
 
         return bool(redis_client().ping())
 
-    assert redis_outage.call("test", ping, fallback=False) is False
-    assert redis_outage.call("test", ping, fallback=False) is False
+    assert outage.call("test", ping, fallback=False) is False
+    assert outage.call("test", ping, fallback=False) is False
     assert len(calls) == 1, "the second call is skipped while the latch is open"
     drill_redis.thaw()
     import time
 
     time.sleep(0.25)
-    assert redis_outage.call("test", ping, fallback=False) is True
+    assert outage.call("test", ping, fallback=False) is True
     assert len(calls) == 2
-    assert not redis_outage.is_down(), "a call that reached Redis leaves the latch closed"
+    assert not outage.is_down(), "a call that reached Redis leaves the latch closed"

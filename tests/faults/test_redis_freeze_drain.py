@@ -1,6 +1,6 @@
 """Drill: Redis freezes (SIGSTOP) while a real worker's embedding drain is mid-batch, and the drain fails. Once Redis
 answers again, the tenant's next write is embedded within seconds and found by semantic recall: the failed drain's
-flag neither outlives it (loopmem.embedding_queue) nor leaves the writes behind it to the 5-minute sweep.
+flag neither outlives it (loopmem.embedding.work_queue) nor leaves the writes behind it to the 5-minute sweep.
 
 Two freezes: one shorter than the flag's life (the drain waits, then its retry takes over) and one longer (the flag
 lapses under the frozen Redis, and the next write sends a drain of its own). The worker and the Celery broker use
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from loopmem import embedding_queue, redis_outage
-from loopmem.services import tenant_set_provider
+from loopmem.embedding import work_queue
+from loopmem.redis import outage
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import Memory
 from tests.e2e.test_worker import _wait_for
 from tests.e2e.test_worker_killed import EmbeddingsServer, start_worker, stop
@@ -29,7 +30,7 @@ FREEZES = {
     # Long enough for the drain to fail (its Redis calls time out after LOOPMEM_REDIS_TIMEOUT_SECONDS).
     "shorter than the flag's life": 2.0,
     # Past the flag's life counted from the freeze (its last renewal came before): it lapses under the frozen Redis.
-    "longer than the flag's life": embedding_queue.FLAG_TTL_SECONDS + 1.5,
+    "longer than the flag's life": work_queue.FLAG_TTL_SECONDS + 1.5,
 }
 
 
@@ -68,7 +69,7 @@ def test_a_write_after_redis_froze_under_a_drain_is_embedded_within_seconds_of_i
         time.sleep(freeze)
         drill_redis.thaw()
         back = time.monotonic()
-        redis_outage.reset()  # this process did not call Redis meanwhile; the worker keeps its own latch
+        outage.reset()  # this process did not call Redis meanwhile; the worker keeps its own latch
 
         memory_id = _write(agent, "the first write after Redis came back")
         embedded = _wait_for(lambda: _embedded(memory_id), BACK_WITHIN_SECONDS - (time.monotonic() - back))

@@ -23,7 +23,7 @@ from agent.client import LoopmemClient
 from agent.mcp_server import build_server
 from knowledge import services as knowledge_services
 from knowledge.models import Article
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.models import ApiKey
 from memory import services as memory_services
 from memory.graduation import memory_graduation_sweep
@@ -72,7 +72,7 @@ class Down:
     """An embedding provider that is down: recall falls back, the gate fails open."""
 
     def embed(self, texts: Any) -> list[list[float]]:
-        raise embeddings.EmbeddingTimeout()
+        raise embedders.EmbeddingTimeout()
 
 
 ACTOR = st.integers(min_value=0, max_value=w.TENANT_COUNT * 5 - 1)
@@ -100,7 +100,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.tally.examples += 1
 
     def teardown(self) -> None:
-        embeddings.PROVIDERS["hashing"] = _HASHING
+        embedders.PROVIDERS["hashing"] = _HASHING
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
@@ -354,14 +354,14 @@ class IsolationMachine(RuleBasedStateMachine):
                 memory_services.memory_embed(memory_id=str(memory_id))
             for article_id in Article.objects.filter(embedding__isnull=True).values_list("id", flat=True):
                 knowledge_services.article_embed(article_id=str(article_id))
-        except embeddings.EmbeddingFailure:
+        except embedders.EmbeddingFailure:
             pass  # the circuit is still open after an outage: the task retries later, the sweep finds the rest
         self.tally.operations += 1
 
     @rule(down=st.booleans())
     def embedding_provider_goes(self, down: bool) -> None:
         self.embedder_down = down
-        embeddings.PROVIDERS["hashing"] = (lambda spec: Down()) if down else _HASHING
+        embedders.PROVIDERS["hashing"] = (lambda spec: Down()) if down else _HASHING
 
     @rule(data=st.data())
     def hours_pass_and_the_graduation_sweep_runs(self, data: st.DataObject) -> None:
@@ -638,5 +638,5 @@ class IsolationMachine(RuleBasedStateMachine):
             assert set(tags) <= set(row.tags)
 
 
-_HASHING = embeddings.PROVIDERS["hashing"]
+_HASHING = embedders.PROVIDERS["hashing"]
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|(?<=sessions/)[^/]+|(?<=promote/)[^/]+")

@@ -32,8 +32,8 @@ from rest_framework.test import APIClient
 
 from knowledge.models import Article, ArticleAccessEvent
 from loopmem.models import ApiKey, Tenant
-from loopmem.scope import Scope
-from loopmem.services import api_key_create
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import api_key_create
 from memory.models import Memory, PromotionJob, SessionTurn
 from memory.services import memory_remember, session_append
 from projects.models import Project
@@ -173,7 +173,7 @@ def _seed(world: World) -> None:
 
 
 def _hash(raw_key: str) -> str:
-    from loopmem.principal import hash_key
+    from loopmem.tenancy.principal import hash_key
 
     return hash_key(raw_key)
 

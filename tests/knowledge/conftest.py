@@ -9,8 +9,8 @@ import pytest
 from knowledge import services
 from knowledge.models import Article
 from knowledge.services import Proposal
-from loopmem import embeddings
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
 from tests.conftest import error
 
 # Search and the novelty gate read on the `heavy_read` alias: a second connection that sees only committed data.
@@ -24,7 +24,7 @@ MISSING_KEY = error(401, "unauthorized", "A valid API key is required: send 'Aut
 
 def vec(*components: float) -> list[float]:
     """A vector in the test model's 384 dimensions with the given leading components (the rest zero)."""
-    return [float(c) for c in components] + [0.0] * (embeddings.HashingEmbedder.dimensions - len(components))
+    return [float(c) for c in components] + [0.0] * (embedders.HashingEmbedder.dimensions - len(components))
 
 
 def query_vector(*components: float) -> QueryEmbedding:
@@ -33,7 +33,7 @@ def query_vector(*components: float) -> QueryEmbedding:
 
 def hashed(text: str) -> list[float]:
     """What the test embedder makes of `text`: an article embedded as the worker would."""
-    [vector] = embeddings.HashingEmbedder().embed([text])
+    [vector] = embedders.HashingEmbedder().embed([text])
     return vector
 
 
@@ -82,8 +82,8 @@ def titles(body: dict[str, Any]) -> list[str]:
 class FailingEmbedder:
     """An embedding provider that is down."""
 
-    def __init__(self, failure: embeddings.EmbeddingFailure | None = None) -> None:
-        self.failure = failure or embeddings.EmbeddingTimeout()
+    def __init__(self, failure: embedders.EmbeddingFailure | None = None) -> None:
+        self.failure = failure or embedders.EmbeddingTimeout()
 
     def embed(self, texts: Any) -> list[list[float]]:
         raise self.failure
@@ -92,7 +92,7 @@ class FailingEmbedder:
 @pytest.fixture
 def embedding_down(monkeypatch: pytest.MonkeyPatch) -> FailingEmbedder:
     failing = FailingEmbedder()
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: failing)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: failing)
     return failing
 
 

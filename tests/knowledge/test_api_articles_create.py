@@ -8,7 +8,7 @@ import pytest
 
 from knowledge.models import Article
 from loopmem.errors import DuplicateTitle, ImpersonationTenantRequired, InvalidProjectId, TenantHalted
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ArticleFactory, ProjectFactory
 from tests.knowledge.conftest import MISSING_KEY, MODEL, create, heavy_db, propose

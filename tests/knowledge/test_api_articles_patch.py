@@ -6,9 +6,9 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Article
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import DuplicateTitle, TenantHalted
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ArticleFactory
 from tests.knowledge.conftest import MISSING_KEY, MODEL, hashed
@@ -32,7 +32,7 @@ def embedded(tenant):
         owner_subject_id="curator",
         embedding=hashed("Runbook\n\nold body"),
         embedding_model=MODEL,
-        embedding_content_hash=embeddings.content_hash("Runbook\n\nold body"),
+        embedding_content_hash=embedders.content_hash("Runbook\n\nold body"),
     )
 
 
@@ -50,7 +50,7 @@ def test_a_user_edits_any_article_and_a_content_change_re_embeds(user, embedded,
     assert (row.embedding, row.embedding_model, row.embedding_content_hash) == (None, "", None)
     assert services.article_embed(article_id=str(row.id)) == "embedded"
     row.refresh_from_db()
-    assert row.embedding_content_hash == embeddings.content_hash("Runbook v2\n\nnew body")
+    assert row.embedding_content_hash == embedders.content_hash("Runbook v2\n\nnew body")
 
 
 def test_tags_and_status_alone_keep_the_vector(user, embedded, django_capture_on_commit_callbacks):

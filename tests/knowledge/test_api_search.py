@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from knowledge.models import Article
 from loopmem.errors import EmbeddingUnavailable, InvalidProjectId
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ProjectFactory, embedded_article
 from tests.knowledge.conftest import MISSING_KEY, heavy_db, search, titles

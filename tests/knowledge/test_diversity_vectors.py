@@ -10,7 +10,7 @@ from knowledge.models import Article
 from knowledge.selectors import knowledge_search
 from knowledge.vectors import article_vector, with_vectors
 from knowledge.visibility import Viewer
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from tests.factories import ArticleFactory
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def stored(values: list[float]) -> list[float]:
     """A vector of the hashing model's own size (384) starting with `values`."""
-    return [*values, *([0.0] * (embeddings.HashingEmbedder.dimensions - len(values)))]
+    return [*values, *([0.0] * (embedders.HashingEmbedder.dimensions - len(values)))]
 
 
 def read(*articles):

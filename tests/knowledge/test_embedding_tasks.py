@@ -7,7 +7,7 @@ from celery.exceptions import Retry
 
 from knowledge import tasks
 from knowledge.models import Article
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from tests.factories import ArticleFactory
 from tests.knowledge.conftest import FailingEmbedder
 
@@ -20,13 +20,13 @@ class CountingEmbedder:
 
     def embed(self, texts):
         self.calls += 1
-        return embeddings.HashingEmbedder().embed(texts)
+        return embedders.HashingEmbedder().embed(texts)
 
 
 @pytest.fixture
 def provider(monkeypatch):
     embedder = CountingEmbedder()
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: embedder)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: embedder)
     return embedder
 
 
@@ -42,7 +42,7 @@ def test_the_task_embeds_title_and_body_with_the_model_and_content_hash(tenant, 
     article.refresh_from_db()
     assert len(article.embedding) == 384  # the model's native size, unpadded
     assert article.embedding_model == "hashing:v1"
-    assert article.embedding_content_hash == embeddings.content_hash("Runbook\n\nstep one")
+    assert article.embedding_content_hash == embedders.content_hash("Runbook\n\nstep one")
 
 
 def test_the_task_is_idempotent_and_a_deleted_article_is_a_no_op(tenant, provider):
@@ -56,9 +56,9 @@ def test_the_task_is_idempotent_and_a_deleted_article_is_a_no_op(tenant, provide
 
 def test_a_permanent_failure_waits_for_the_sweep_and_a_transient_one_retries(tenant, monkeypatch):
     article = ArticleFactory.create(tenant=tenant)
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: FailingEmbedder(embeddings.NoEmbeddingKey()))
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: FailingEmbedder(embedders.NoEmbeddingKey()))
     assert tasks.embed_article_task(str(article.id)) == "no_embedding_key"
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
     with pytest.raises(Retry):
         tasks.embed_article_task.apply(args=[str(article.id)], throw=True)
 
@@ -69,9 +69,9 @@ def test_an_edit_while_embedding_is_not_overwritten_by_the_stale_vector(tenant, 
     class EditingEmbedder:
         def embed(self, texts):
             Article.objects.filter(id=article.id).update(body="after")  # a PATCH lands meanwhile
-            return embeddings.HashingEmbedder().embed(texts)
+            return embedders.HashingEmbedder().embed(texts)
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: EditingEmbedder())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: EditingEmbedder())
     assert tasks.embed_article_task(str(article.id)) == "missing"
     assert Article.objects.get(id=article.id).embedding is None
 
@@ -89,7 +89,7 @@ def test_the_sweep_embeds_lost_and_stale_model_rows_but_leaves_fresh_ones_to_the
 
 def test_a_failing_provider_is_reported_by_the_sweep(tenant, monkeypatch):
     settled(ArticleFactory.create(tenant=tenant))
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
     assert tasks.article_embedding_sweep_task() == {
         "embedded": 0,
         "failed": 1,

@@ -9,8 +9,8 @@ from django.db.models import Q
 
 from knowledge.models import Article, ArticleAccessEvent
 from knowledge.visibility import Viewer
-from loopmem import heavy_read
-from loopmem.heavy_read import UnscopedHeavyRead, assert_tenant_scoped
+from loopmem.reads import scoped
+from loopmem.reads.where_guard import UnscopedHeavyRead, assert_tenant_scoped
 from tests.knowledge.conftest import heavy_db
 
 TENANT = uuid.UUID("00000000-0000-0000-0000-00000000000a")
@@ -51,7 +51,7 @@ def test_a_subquery_or_join_without_the_tenant_raises():
 @heavy_db
 def test_the_session_refuses_an_unscoped_fetch_before_running_it(tenant):
     with (
-        heavy_read.tenant_scoped_session(tenant_id=tenant.id) as session,
+        scoped.tenant_scoped_session(tenant_id=tenant.id) as session,
         pytest.raises(UnscopedHeavyRead),
     ):
         session.fetch(Article.objects.all())

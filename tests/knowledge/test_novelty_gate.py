@@ -16,9 +16,9 @@ from knowledge import services
 from knowledge.models import Article
 from knowledge.services import article_propose, classify
 from knowledge.visibility import Viewer, viewer_for_scope
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import DuplicateTitle, GateUnavailable, HeavyReadOverloaded
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from tests.conftest import error
 from tests.factories import ArticleFactory
 from tests.knowledge.conftest import MODEL, article_of, heavy_db, propose, query_vector, vec
@@ -160,7 +160,7 @@ def test_a_callers_vector_is_used_by_the_gate_only(proposer):
     assert article.embedding is None  # the task embeds the article's own text
     services.article_embed(article_id=str(article.id))
     article.refresh_from_db()
-    assert article.embedding_content_hash == embeddings.content_hash("Proposal\n\nproposal body")
+    assert article.embedding_content_hash == embedders.content_hash("Proposal\n\nproposal body")
 
 
 def test_an_embedding_failure_fails_open_and_the_article_is_embedded_later(proposer, embedding_down):

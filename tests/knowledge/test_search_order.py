@@ -8,7 +8,7 @@ from django.db import connections
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from loopmem.heavy_read import HEAVY_READ_ALIAS
+from loopmem.database.router import HEAVY_READ_ALIAS
 from tests.factories import embedded_article
 from tests.knowledge.conftest import hashed, heavy_db, search
 

@@ -12,9 +12,11 @@ from django.test.utils import CaptureQueriesContext
 from knowledge.models import Article
 from knowledge.selectors import knowledge_search
 from knowledge.visibility import Viewer
-from loopmem import embeddings, heavy_read
-from loopmem.embeddings import QueryEmbedding
-from loopmem.heavy_read import ITERATIVE_SCAN_UNAVAILABLE_REASON
+from loopmem.database import router
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.reads import scoped
+from loopmem.reads.hnsw_options import ITERATIVE_SCAN_UNAVAILABLE_REASON
 from tests.conftest import error
 from tests.factories import ArticleFactory
 from tests.knowledge.conftest import MODEL, FailingEmbedder, hashed, heavy_db, search
@@ -56,14 +58,14 @@ def test_the_ann_read_is_answered_by_the_hnsw_index_not_a_scan_and_sort(viewer, 
     # At ef_search 100 the planner would rather sort every visible row by distance (it does not count the
     # TOAST fetch of each vector); the ANN read must make the index answer, or meta would lie about the path.
     plans: list[str] = []
-    fetch = heavy_read.TenantScopedSession.fetch
+    fetch = scoped.TenantScopedSession.fetch
 
     def explaining_fetch(self, queryset):
         if "distance" in queryset.query.annotations and not plans:
-            plans.append(queryset.using(heavy_read.HEAVY_READ_ALIAS).explain())
+            plans.append(queryset.using(router.HEAVY_READ_ALIAS).explain())
         return fetch(self, queryset)
 
-    monkeypatch.setattr(heavy_read.TenantScopedSession, "fetch", explaining_fetch)
+    monkeypatch.setattr(scoped.TenantScopedSession, "fetch", explaining_fetch)
     result = knowledge_search(
         viewer=viewer, query="topic", mode="semantic", embedding=QueryEmbedding(hashed("topic 1"), MODEL)
     )
@@ -83,13 +85,13 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(tenant, view
                 visibility="owner", owner_subject_id="agent-z", embedding=near, embedding_model=MODEL)
         for n in range(3000)  # HNSW levels are random: fewer made the under-fill flaky (1 run in ~10)
     )  # fmt: skip
-    configure, fetch = heavy_read.TenantScopedSession.configure, heavy_read.TenantScopedSession.fetch
+    configure, fetch = scoped.TenantScopedSession.configure, scoped.TenantScopedSession.fetch
     reads: list[tuple[bool, int]] = []  # (after configure, rows) per fetch
 
     def index_only(self, options):
         # On a small table the planner would prefer an exact scan; only the HNSW index may answer here.
         applied = configure(self, options)
-        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+        with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
             for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
                 cursor.execute("SELECT set_config(%s, 'off', true)", [knob])
         reads.append((True, -1))
@@ -100,8 +102,8 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(tenant, view
         reads.append((False, len(rows)))
         return rows
 
-    monkeypatch.setattr(heavy_read.TenantScopedSession, "configure", index_only)
-    monkeypatch.setattr(heavy_read.TenantScopedSession, "fetch", counting_fetch)
+    monkeypatch.setattr(scoped.TenantScopedSession, "configure", index_only)
+    monkeypatch.setattr(scoped.TenantScopedSession, "fetch", counting_fetch)
     result = knowledge_search(
         viewer=viewer, query="fact", mode="semantic", embedding=QueryEmbedding(near, MODEL), limit=15
     )
@@ -113,7 +115,7 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(tenant, view
 
 @override_settings(KNOWLEDGE_SEARCH_EXACT_MAX_ROWS=5)
 def test_iterative_scan_unavailable_is_reported_and_degrades_the_outcome(agent, twenty, monkeypatch):
-    monkeypatch.setattr("loopmem.heavy_read.pgvector_supports_iterative_scan", lambda: False)
+    monkeypatch.setattr("loopmem.reads.hnsw_options.pgvector_supports_iterative_scan", lambda: False)
     meta = search(agent, "topic", mode="combined", limit=3)["meta"]
     assert (meta["ann_iterative_scan"], meta["ann_iterative_scan_reason"]) == (
         "unavailable",
@@ -143,7 +145,7 @@ def test_over_the_in_flight_cap_search_is_429(agent):
 
 
 def test_a_precomputed_vector_is_used_as_is_without_a_provider_call(viewer, twenty, monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: FailingEmbedder())
     recall_id = uuid.uuid4()
     result = knowledge_search(
         viewer=viewer,
@@ -166,7 +168,7 @@ def test_a_precomputed_vector_is_used_as_is_without_a_provider_call(viewer, twen
 
 
 def test_the_callers_embedding_failure_degrades_to_keyword_with_its_tag(viewer, twenty):
-    result = knowledge_search(viewer=viewer, query="topic 2", embedding=embeddings.NoEmbeddingKey(), limit=3)
+    result = knowledge_search(viewer=viewer, query="topic 2", embedding=embedders.NoEmbeddingKey(), limit=3)
     assert (result.search_mode, result.fallback, result.fallback_reason) == ("keyword_only", True, "no_embedding_key")
     assert all(hit.similarity is None and hit.relevance is not None for hit in result.hits)
     assert [hit.score for hit in result.hits] == [hit.relevance for hit in result.hits]
@@ -185,7 +187,7 @@ def test_the_count_that_picks_the_read_is_reused_and_a_stale_one_loses_no_row(te
     embedding = QueryEmbedding(hashed("topic 1"), MODEL)
 
     def searched() -> tuple[list[uuid.UUID], list[str]]:
-        with CaptureQueriesContext(connections[heavy_read.HEAVY_READ_ALIAS]) as queries:
+        with CaptureQueriesContext(connections[router.HEAVY_READ_ALIAS]) as queries:
             result = knowledge_search(viewer=viewer, query="topic", mode="semantic", embedding=embedding, limit=5)
         return [hit.article.id for hit in result.hits], [q["sql"] for q in queries.captured_queries]
 
@@ -207,7 +209,7 @@ def test_agents_share_one_count_of_the_tenants_shared_articles_when_it_alone_pic
 
     def counts_of(subject: str) -> tuple[str | None, int]:
         viewer = Viewer(tenant_id=tenant.id, subject_id=subject)
-        with CaptureQueriesContext(connections[heavy_read.HEAVY_READ_ALIAS]) as queries:
+        with CaptureQueriesContext(connections[router.HEAVY_READ_ALIAS]) as queries:
             result = knowledge_search(viewer=viewer, query="topic", mode="semantic", embedding=embedding, limit=5)
         return result.semantic_path, sum("COUNT(*)" in q["sql"] for q in queries.captured_queries)
 

@@ -1,5 +1,5 @@
-"""Celery publishes of a request's writes go out after its response is closed (loopmem.after_response); outside a
-request at once; never lost to a failing neighbour, and carrying the request's id."""
+"""Celery publishes of a request's writes go out after its response is closed (loopmem.runtime.after_response);
+outside a request at once; never lost to a failing neighbour, and carrying the request's id."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from celery import current_app
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 
-from loopmem import after_response, queue, request_id
-from loopmem.after_response import AfterResponseMiddleware
-from loopmem.embedding_queue import Keys
-from loopmem.heavy_read import redis_client
+from loopmem.embedding.work_queue import Keys
+from loopmem.http import request_id
+from loopmem.redis.client import redis_client
+from loopmem.runtime import after_response, task_queue
+from loopmem.runtime.after_response import AfterResponseMiddleware
 
 TASK = "memory.tasks.embed_memory_task"
 
@@ -37,7 +38,7 @@ def _serve(view) -> HttpResponse:
 
 def test_a_publish_inside_a_request_waits_for_the_response_to_close(published):
     def view(request: HttpRequest) -> HttpResponse:
-        queue.send(TASK, ("m-1",))
+        task_queue.send(TASK, ("m-1",))
         return HttpResponse(status=201)
 
     response = _serve(view)
@@ -47,7 +48,7 @@ def test_a_publish_inside_a_request_waits_for_the_response_to_close(published):
 
 
 def test_outside_a_request_a_publish_goes_at_once(published):
-    queue.send(TASK, ("m-2",))
+    task_queue.send(TASK, ("m-2",))
     assert [(name, args) for name, args, _ in published] == [(TASK, ("m-2",))]
 
 
@@ -55,7 +56,7 @@ def test_a_deferred_publish_carries_the_requests_id(published):
     def view(request: HttpRequest) -> HttpResponse:
         token = request_id.bind("req-42")
         try:
-            queue.send(TASK, ("m-3",))
+            task_queue.send(TASK, ("m-3",))
         finally:
             request_id.unbind(token)
         return HttpResponse(status=201)
@@ -70,7 +71,7 @@ def test_a_failing_deferred_call_is_logged_and_the_rest_still_run(published, cap
 
     def view(request: HttpRequest) -> HttpResponse:
         after_response.run_or_defer(broken)
-        queue.send(TASK, ("m-4",))
+        task_queue.send(TASK, ("m-4",))
         return HttpResponse(status=201)
 
     _serve(view).close()
@@ -80,7 +81,7 @@ def test_a_failing_deferred_call_is_logged_and_the_rest_still_run(published, cap
 
 def test_work_a_request_left_unsent_goes_out_with_the_next_request(published):
     def view(request: HttpRequest) -> HttpResponse:
-        queue.send(TASK, ("m-5",))
+        task_queue.send(TASK, ("m-5",))
         return HttpResponse(status=201)
 
     _serve(view)  # never closed

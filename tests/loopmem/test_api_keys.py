@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 
 from loopmem.errors import Conflict, ValidationFailed
 from loopmem.models import ApiKey
-from loopmem.services import api_key_create, api_key_revoke
+from loopmem.tenancy.services import api_key_create, api_key_revoke
 
 
 def _all_key_columns_text() -> str:

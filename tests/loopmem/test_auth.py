@@ -11,11 +11,11 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from loopmem import after_response
-from loopmem.after_response import AfterResponseMiddleware
 from loopmem.models import ApiKey
-from loopmem.principal import principal_for_key
-from loopmem.services import api_key_revoke
+from loopmem.runtime import after_response
+from loopmem.runtime.after_response import AfterResponseMiddleware
+from loopmem.tenancy.principal import principal_for_key
+from loopmem.tenancy.services import api_key_revoke
 from tests.conftest import error
 
 UNAUTHORIZED_BAD_KEY = error(401, "unauthorized", "The API key is missing, unknown, revoked or expired")

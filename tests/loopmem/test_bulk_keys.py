@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from loopmem.models import ApiKey
-from loopmem.principal import hash_key
+from loopmem.tenancy.principal import hash_key
 
 
 def _run(capsys, *args):

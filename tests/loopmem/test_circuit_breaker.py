@@ -10,8 +10,8 @@ import redis
 from django.core.cache import cache
 from django.test import override_settings
 
-from loopmem import circuit_breaker, embeddings
-from loopmem.embeddings import (
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import (
     EmbedderSpec,
     EmbeddingCircuitOpen,
     EmbeddingFailure,
@@ -22,7 +22,8 @@ from loopmem.embeddings import (
     embed_texts,
     is_transient,
 )
-from loopmem.services import tenant_set_provider
+from loopmem.providers import circuit_breaker
+from loopmem.tenancy.services import tenant_set_provider
 
 THRESHOLD = circuit_breaker.FAILURE_THRESHOLD
 
@@ -47,7 +48,7 @@ class FakeProvider:
 @pytest.fixture
 def provider(monkeypatch, settings) -> FakeProvider:
     fake = FakeProvider()
-    monkeypatch.setitem(embeddings.PROVIDERS, "fake", fake)
+    monkeypatch.setitem(embedders.PROVIDERS, "fake", fake)
     settings.EMBEDDING_PROVIDER = "fake"
     return fake
 
@@ -188,7 +189,7 @@ def test_failures_older_than_the_window_are_forgotten(tenant, provider, monkeypa
 def open_elsewhere(tenant) -> None:
     """Another process opened the circuit: the state is in Redis, this process has not read it."""
     cache.set(
-        f"breaker:{embeddings.breaker_key(tenant.id, embeddings.spec_for(tenant))}:open_until", time.time() + 30, 30
+        f"breaker:{embedders.breaker_key(tenant.id, embedders.spec_for(tenant))}:open_until", time.time() + 30, 30
     )
 
 
@@ -206,7 +207,7 @@ def test_a_circuit_seen_closed_is_trusted_until_the_recheck_interval_passes(tena
 
 def test_a_success_resets_failures_another_process_counted_once_it_has_read_them(tenant, provider, monkeypatch):
     monkeypatch.setattr(circuit_breaker, "CLOSED_RECHECK_SECONDS", 0)
-    cache.set(f"breaker:{embeddings.breaker_key(tenant.id, embeddings.spec_for(tenant))}:failures", THRESHOLD - 1, 60)
+    cache.set(f"breaker:{embedders.breaker_key(tenant.id, embedders.spec_for(tenant))}:failures", THRESHOLD - 1, 60)
     embed_texts(tenant, ["hello"])
     fail_times(tenant, provider, THRESHOLD - 1)
     embed_texts(tenant, ["hello"])
@@ -243,13 +244,13 @@ def test_without_redis_the_breaker_methods_never_raise():
 
 def test_a_failing_reembed_target_does_not_open_the_circuit_of_the_model_reads_use(tenant, provider):
     # Same provider, another model (or endpoint): a reembed's target has its own circuit.
-    target = embeddings.EmbedderSpec(provider="fake", model="the-next-model")
+    target = embedders.EmbedderSpec(provider="fake", model="the-next-model")
     provider.failure = EmbeddingTimeout
     for _ in range(THRESHOLD):
         with pytest.raises(EmbeddingTimeout):
-            embeddings.embed_with(target, tenant, ["hello"])
+            embedders.embed_with(target, tenant, ["hello"])
     with pytest.raises(EmbeddingCircuitOpen):
-        embeddings.embed_with(target, tenant, ["hello"])
+        embedders.embed_with(target, tenant, ["hello"])
     provider.failure = None
     embed_texts(tenant, ["hello"])  # the live model's circuit is still closed: the call reaches the provider
     assert provider.calls == THRESHOLD + 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.management import load_command_class
 
-from loopmem.operator_checks import OPERATOR_CHECK_TAGS
+from loopmem.runtime.operator_checks import OPERATOR_CHECK_TAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each of these costs a large share of a second to import and no operator command needs it to start.

@@ -1,4 +1,4 @@
-"""CONN_HEALTH_CHECKS without a round trip (loopmem/postgres_backend): a quiet, idle pooled connection is reused
+"""CONN_HEALTH_CHECKS without a round trip (loopmem/database/backend): a quiet, idle pooled connection is reused
 without `SELECT 1`; one the server terminated is replaced before a request uses it; anything in doubt (a transaction
 open, an error just raised, something waiting on the socket) is asked with the stock `SELECT 1`.
 
@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from django.db import DatabaseError, close_old_connections, connections, transaction
 
-from loopmem.heavy_read import HEAVY_READ_ALIAS
-from loopmem.postgres_backend.plain import plain_connection_params
+from loopmem.database.backend.plain import plain_connection_params
+from loopmem.database.router import HEAVY_READ_ALIAS
 from tests.memory.conftest import embed_pending, remember
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", HEAVY_READ_ALIAS])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopmem.services import tenant_halt, tenant_resume
+from loopmem.tenancy.services import tenant_halt, tenant_resume
 from projects.models import Project
 from tests.conftest import error
 

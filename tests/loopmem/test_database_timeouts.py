@@ -13,9 +13,9 @@ from django.db import connection, connections
 from django.db.models import Func, TextField, Value
 from django.test import override_settings
 
-from loopmem.db_timeouts import install_web_statement_timeout, uninstall_web_statement_timeout
-from loopmem.heavy_read import HEAVY_READ_ALIAS
-from loopmem.prepared_read import PreparedReads
+from loopmem.database.router import HEAVY_READ_ALIAS
+from loopmem.database.timeouts import install_web_statement_timeout, uninstall_web_statement_timeout
+from loopmem.reads.prepared import PreparedReads
 from memory import selectors
 from tests.conftest import error
 from tests.memory.conftest import embed_pending, remember

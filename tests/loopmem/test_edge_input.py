@@ -11,8 +11,8 @@ import pytest
 from django.test import override_settings
 
 from knowledge.models import Article
-from loopmem.edge import StrictJSONParser
 from loopmem.errors import PayloadTooLarge
+from loopmem.http.edge import StrictJSONParser
 from memory.models import Memory, SessionTurn
 from tests.conftest import error
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from loopmem import embedded
+from loopmem.runtime import embedded
 
 
 def test_dead_handle_pids_are_pruned(tmp_path):

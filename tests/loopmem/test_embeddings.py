@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 
-from loopmem import embeddings
-from loopmem.embeddings import (
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import (
     DEFAULT_MODELS,
     EMBEDDING_MAX_CHARS,
     EmbedderSpec,
@@ -39,7 +39,7 @@ from loopmem.embeddings import (
     is_transient,
     spec_for,
 )
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -124,7 +124,7 @@ def test_pgvector_gives_the_empty_text_a_real_cosine_distance_where_a_zero_vecto
 @pytest.fixture(scope="module")
 def minilm() -> MiniLMEmbedder:
     # The process-wide instance: loading the model once serves these tests and the `local` provider's.
-    return embeddings._minilm()
+    return embedders._minilm()
 
 
 def test_minilm_gives_384_dimension_unit_vectors(minilm):
@@ -172,7 +172,7 @@ def test_the_local_provider_embeds_with_minilm_at_its_native_384_dimensions(tena
     vectors, model_id = embed_texts(tenant, ["a cat sat on the mat", "quarterly invoice totals"])
     assert model_id == "local:all-MiniLM-L6-v2-int8"
     assert [len(v) for v in vectors] == [384, 384]
-    assert vectors[0] == pytest.approx(embeddings._minilm().embed(["a cat sat on the mat"])[0], abs=1e-6)
+    assert vectors[0] == pytest.approx(embedders._minilm().embed(["a cat sat on the mat"])[0], abs=1e-6)
 
 
 # --- embed_texts, dimensions, content_hash ------------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_content_hash_is_the_lowercase_sha256_hex_of_the_text():
 
 
 def test_a_provider_answering_with_another_size_than_its_model_makes_is_refused(tenant, monkeypatch):
-    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 100)
+    monkeypatch.setitem(embedders.NATIVE_DIMENSIONS, "hashing", 100)
     with pytest.raises(EmbeddingDimensionMismatch) as caught:
         embed_texts(tenant, ["not the size this model makes"])
     assert caught.value.tag == "embedding_dimension_mismatch"
@@ -215,12 +215,12 @@ def test_a_provider_answering_with_another_size_than_its_model_makes_is_refused(
 
 
 def test_vectors_of_two_sizes_in_one_answer_or_beyond_pgvector_are_refused():
-    spec = embeddings.EmbedderSpec(provider="openai", model="bge-small")  # a size the provider alone knows
-    embeddings.check_dimensions(spec, [[0.1] * 768, [0.2] * 768])
+    spec = embedders.EmbedderSpec(provider="openai", model="bge-small")  # a size the provider alone knows
+    embedders.check_dimensions(spec, [[0.1] * 768, [0.2] * 768])
     with pytest.raises(EmbeddingDimensionMismatch, match=r"sizes \[384, 768\]"):
-        embeddings.check_dimensions(spec, [[0.1] * 384, [0.2] * 768])
+        embedders.check_dimensions(spec, [[0.1] * 384, [0.2] * 768])
     with pytest.raises(EmbeddingDimensionMismatch):
-        embeddings.check_dimensions(spec, [[0.1] * 16_001])
+        embedders.check_dimensions(spec, [[0.1] * 16_001])
 
 
 @pytest.mark.parametrize(
@@ -230,7 +230,7 @@ def test_vectors_of_two_sizes_in_one_answer_or_beyond_pgvector_are_refused():
 )  # fmt: skip
 def test_the_dimensions_setting_is_only_what_sizeable_models_are_asked_for(model, setting, asked):
     with override_settings(EMBEDDING_DIMENSIONS=setting):
-        assert embeddings.requested_dimensions(model) == asked
+        assert embedders.requested_dimensions(model) == asked
 
 
 # --- spec_for: tenant overrides over deployment defaults ------------------------------------------------------
@@ -486,7 +486,7 @@ def test_openai_429_with_a_garbled_retry_after_is_still_a_429(openai_tenant, fak
 
 
 def test_a_server_slower_than_the_timeout_is_an_embedding_timeout(openai_tenant, fake_openai, monkeypatch):
-    monkeypatch.setattr(embeddings, "EMBEDDING_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(embedders, "EMBEDDING_TIMEOUT_SECONDS", 0.3)
     fake_openai.stalled = True
     with pytest.raises(EmbeddingTimeout) as caught:
         embed_texts(openai_tenant, ["hello"])
@@ -523,7 +523,7 @@ class _BrokenProvider:
 
 @override_settings(EMBEDDING_PROVIDER="broken")
 def test_an_unexpected_provider_exception_becomes_embedding_crash(tenant, monkeypatch, caplog):
-    monkeypatch.setitem(embeddings.PROVIDERS, "broken", _BrokenProvider)
+    monkeypatch.setitem(embedders.PROVIDERS, "broken", _BrokenProvider)
     with pytest.raises(EmbeddingCrash) as caught:
         embed_texts(tenant, ["hello"])
     assert caught.value.tag == "embedding_crash"

@@ -11,10 +11,11 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory, override_settings
 
-from loopmem import heavy_read
-from loopmem.after_response import AfterResponseMiddleware
 from loopmem.errors import HeavyReadOverloaded
-from loopmem.heavy_read import UnscopedHeavyRead, assert_scoped
+from loopmem.reads import scoped, tenant_gate
+from loopmem.reads.where_guard import UnscopedHeavyRead, assert_scoped
+from loopmem.redis import client
+from loopmem.runtime.after_response import AfterResponseMiddleware
 from memory.models import Memory
 from tests.conftest import error
 from tests.memory.conftest import heavy_db
@@ -100,7 +101,7 @@ def test_an_unscoped_subquery_in_the_ordering_raises():
 @heavy_db
 def test_the_session_refuses_an_unscoped_fetch_before_running_it(tenant):
     with (
-        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="s1") as session,
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="s1") as session,
         pytest.raises(UnscopedHeavyRead),
     ):
         session.fetch(Memory.objects.filter(tenant_id=tenant.id))
@@ -124,19 +125,19 @@ def test_over_the_in_flight_cap_recall_is_429(client_for, agent_key):
 def test_the_cap_counts_reads_in_flight_per_tenant(tenant, other_tenant):
     from loopmem.errors import HeavyReadOverloaded
 
-    with heavy_read.tenant_gate(tenant.id):
-        with pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+    with tenant_gate.tenant_gate(tenant.id):
+        with pytest.raises(HeavyReadOverloaded), tenant_gate.tenant_gate(tenant.id):
             pass
-        with heavy_read.tenant_gate(other_tenant.id):
+        with tenant_gate.tenant_gate(other_tenant.id):
             pass
-    with heavy_read.tenant_gate(tenant.id):  # released on exit
+    with tenant_gate.tenant_gate(tenant.id):  # released on exit
         pass
 
 
 @heavy_db
 @override_settings(HEAVY_READ_MAX_IN_FLIGHT=0)
 def test_the_gate_fails_open_without_redis(tenant, tmp_path, caplog):
-    with override_settings(REDIS_URL=f"unix://{tmp_path}/none.sock"), heavy_read.tenant_gate(tenant.id):
+    with override_settings(REDIS_URL=f"unix://{tmp_path}/none.sock"), tenant_gate.tenant_gate(tenant.id):
         pass
     assert "heavy-read gate failing open" in caplog.text
 
@@ -147,19 +148,19 @@ def test_the_gate_fails_open_without_redis(tenant, tmp_path, caplog):
 def in_flight(tenant_id: uuid.UUID) -> int:
     from django.core.cache import cache
 
-    return int(heavy_read.redis_client().zcard(f"{cache.key_prefix}:heavy_read:{tenant_id}"))
+    return int(client.redis_client().zcard(f"{cache.key_prefix}:heavy_read:{tenant_id}"))
 
 
 @heavy_db
 @override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
 def test_reads_inside_a_request_slot_share_its_one_slot(tenant):
-    with heavy_read.request_slot(tenant.id):
+    with tenant_gate.request_slot(tenant.id):
         assert in_flight(tenant.id) == 1
-        with heavy_read.tenant_gate(tenant.id), heavy_read.tenant_gate(tenant.id):
+        with tenant_gate.tenant_gate(tenant.id), tenant_gate.tenant_gate(tenant.id):
             assert in_flight(tenant.id) == 1
     assert in_flight(tenant.id) == 0
     # Outside the slot the cap applies to each read again.
-    with heavy_read.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+    with tenant_gate.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), tenant_gate.tenant_gate(tenant.id):
         pass
 
 
@@ -169,10 +170,10 @@ def test_inside_a_web_request_the_slot_is_the_requests_until_its_response_is_sen
     seen: list[int] = []
 
     def view(request: HttpRequest) -> HttpResponse:
-        with heavy_read.tenant_gate(tenant.id):
+        with tenant_gate.tenant_gate(tenant.id):
             pass
         seen.append(in_flight(tenant.id))  # the read is over; its slot is still the request's
-        with heavy_read.tenant_gate(tenant.id):  # a second read of the request: admitted by it, at a cap of 1
+        with tenant_gate.tenant_gate(tenant.id):  # a second read of the request: admitted by it, at a cap of 1
             seen.append(in_flight(tenant.id))
         return HttpResponse()
 
@@ -181,7 +182,7 @@ def test_inside_a_web_request_the_slot_is_the_requests_until_its_response_is_sen
     assert in_flight(tenant.id) == 1  # the answer is ready; the slot goes back once it is sent
     response.close()  # what the WSGI server does once it has written the response
     assert in_flight(tenant.id) == 0
-    with heavy_read.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+    with tenant_gate.tenant_gate(tenant.id), pytest.raises(HeavyReadOverloaded), tenant_gate.tenant_gate(tenant.id):
         pass  # the thread holds nothing any more: the cap applies to each read again
 
 
@@ -192,12 +193,12 @@ def test_a_request_slot_admits_only_its_own_thread(tenant):
 
     def other_request() -> None:
         try:
-            with heavy_read.tenant_gate(tenant.id):
+            with tenant_gate.tenant_gate(tenant.id):
                 outcome.append("admitted")
         except HeavyReadOverloaded:
             outcome.append("shed")
 
-    with heavy_read.request_slot(tenant.id):
+    with tenant_gate.request_slot(tenant.id):
         thread = threading.Thread(target=other_request)
         thread.start()
         thread.join()
@@ -213,7 +214,7 @@ def test_a_refused_request_slot_leaves_each_read_to_shed_itself_and_counts_it_on
         return REGISTRY.get_sample_value("loopmem_heavy_read_rejections_total") or 0.0
 
     before = shed()
-    with heavy_read.request_slot(tenant.id), pytest.raises(HeavyReadOverloaded), heavy_read.tenant_gate(tenant.id):
+    with tenant_gate.request_slot(tenant.id), pytest.raises(HeavyReadOverloaded), tenant_gate.tenant_gate(tenant.id):
         pass
     assert shed() - before == 1
     assert in_flight(tenant.id) == 0
@@ -226,6 +227,6 @@ def test_a_slot_left_by_a_killed_process_expires(tenant, settings):
     settings.HEAVY_READ_MAX_IN_FLIGHT = 1
     ttl = settings.HEAVY_READ_STATEMENT_TIMEOUT_MS / 1000 + 5
     key = f"{cache.key_prefix}:heavy_read:{tenant.id}"
-    heavy_read.redis_client().zadd(key, {"dead-process": time.time() - ttl - 1})
-    with heavy_read.tenant_gate(tenant.id):
+    client.redis_client().zadd(key, {"dead-process": time.time() - ttl - 1})
+    with tenant_gate.tenant_gate(tenant.id):
         assert in_flight(tenant.id) == 1

@@ -13,10 +13,13 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import Article
-from loopmem import embeddings, heavy_read
+from loopmem.database.router import HEAVY_READ_ALIAS
+from loopmem.embedding import embedders
 from loopmem.errors import HeavyReadOverloaded
-from loopmem.heavy_read import HEAVY_READ_ALIAS, ReadOptions, UnscopedHeavyRead
-from loopmem.scope import Scope
+from loopmem.reads import scoped, tenant_gate
+from loopmem.reads.hnsw_options import ReadOptions
+from loopmem.reads.where_guard import UnscopedHeavyRead
+from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.models import Memory
 from memory.services import memory_supersede
@@ -35,7 +38,7 @@ def twenty(agent: Any) -> None:
 
 
 def _query() -> list[float]:
-    [vector] = embeddings.HashingEmbedder().embed(["fact about topic 2"])
+    [vector] = embedders.HashingEmbedder().embed(["fact about topic 2"])
     return vector
 
 
@@ -100,7 +103,7 @@ def test_an_ann_recall_sets_its_options_inside_the_transaction_its_reads_run_in(
 def test_options_hold_for_every_read_after_them_until_the_session_ends(tenant: Any, twenty: None) -> None:
     default_ef_search = _setting("hnsw.ef_search")
     rows = Memory.objects.for_scope(Scope(tenant_id=tenant.id, subject_id="agent-a"))
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         assert session.count_all(Memory) == 20
         assert not _in_transaction()
         applied = session.configure(ReadOptions(ef_search=77, iterative_scan=True))
@@ -122,7 +125,7 @@ def test_the_subject_size_counts_every_version_in_the_scope_and_nothing_outside_
     remember(client_for(make_key("agent", tenant, agent_id="agent-b")), "agent-b's own fact")
     remember(client_for(make_key("agent", other_tenant, agent_id="agent-a")), "another tenant's agent-a")
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         assert session.count_all(Memory) == 2  # the superseded version counts: it is a row the exact read may scan
     assert Memory.objects.for_scope(scope).count() == 2
     assert Memory.objects.count() == 4
@@ -130,7 +133,7 @@ def test_the_subject_size_counts_every_version_in_the_scope_and_nothing_outside_
 
 def test_an_error_in_a_session_rolls_its_transaction_back_and_leaves_autocommit(tenant: Any) -> None:
     def failing_read() -> None:
-        with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
             session.configure(ReadOptions(ef_search=77))
             raise RuntimeError("the read failed")
 
@@ -142,7 +145,7 @@ def test_an_error_in_a_session_rolls_its_transaction_back_and_leaves_autocommit(
 
 def test_a_tenant_session_reads_in_autocommit_until_it_asks_for_index_order(tenant: Any) -> None:
     articles = Article.objects.filter(tenant_id=tenant.id)
-    with heavy_read.tenant_scoped_session(tenant_id=tenant.id) as session:
+    with scoped.tenant_scoped_session(tenant_id=tenant.id) as session:
         _, sent = _sent(lambda: session.count(articles))
         assert len(sent) == 1
         assert not _in_transaction()
@@ -158,18 +161,18 @@ def test_a_tenant_session_reads_in_autocommit_until_it_asks_for_index_order(tena
 @override_settings(HEAVY_READ_MAX_IN_FLIGHT=1)
 def test_the_tenant_gate_spans_the_whole_session_even_with_no_transaction(tenant: Any) -> None:
     with (
-        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a"),
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a"),
         pytest.raises(HeavyReadOverloaded),
-        heavy_read.tenant_gate(tenant.id),
+        tenant_gate.tenant_gate(tenant.id),
     ):
         pass
     with (
-        heavy_read.tenant_scoped_session(tenant_id=tenant.id),
+        scoped.tenant_scoped_session(tenant_id=tenant.id),
         pytest.raises(HeavyReadOverloaded),
-        heavy_read.tenant_gate(tenant.id),
+        tenant_gate.tenant_gate(tenant.id),
     ):
         pass
-    with heavy_read.tenant_gate(tenant.id):  # both slots were given back
+    with tenant_gate.tenant_gate(tenant.id):  # both slots were given back
         pass
 
 
@@ -179,7 +182,7 @@ def test_the_guard_refuses_an_unscoped_read_in_autocommit_and_in_the_transaction
     tenant: Any, method: str, configured: bool
 ) -> None:
     unscoped = Memory.objects.filter(tenant_id=tenant.id)
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         if configured:
             session.configure(ReadOptions())
         read = getattr(session, method)

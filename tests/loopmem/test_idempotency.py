@@ -1,4 +1,4 @@
-"""`Idempotency-Key` on POST /memory and POST /memory/batch (loopmem.idempotency, docs/api.md)."""
+"""`Idempotency-Key` on POST /memory and POST /memory/batch (loopmem.http.idempotency, docs/api.md)."""
 
 from __future__ import annotations
 

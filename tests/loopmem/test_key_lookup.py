@@ -7,10 +7,10 @@ from django.db import connection
 from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 
-from loopmem.key_lookup import key_with_tenant
 from loopmem.models import ApiKey
-from loopmem.principal import hash_key
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.key_lookup import key_with_tenant
+from loopmem.tenancy.principal import hash_key
+from loopmem.tenancy.services import tenant_set_provider
 
 pytestmark = pytest.mark.django_db
 

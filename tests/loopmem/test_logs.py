@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from celery import current_app
 
-from loopmem import request_id
-from loopmem.json_logs import JsonFormatter
-from loopmem.request_id import RequestIdFilter
-from loopmem.scope import Scope
-from loopmem.services import tenant_set_provider
+from loopmem.http import request_id
+from loopmem.http.request_id import RequestIdFilter
+from loopmem.observability.json_logs import JsonFormatter
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_provider
 from memory import services
 from memory.promotion import jobs as promotion
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember

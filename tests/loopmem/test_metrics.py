@@ -9,12 +9,13 @@ from celery import current_app
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from loopmem import circuit_breaker, embeddings
-from loopmem.embedding_queue import Keys
-from loopmem.heavy_read import redis_client
-from loopmem.metrics_endpoint import recall_path_of
-from loopmem.scope import Scope
-from loopmem.services import tenant_set_provider
+from loopmem.embedding import embedders
+from loopmem.embedding.work_queue import Keys
+from loopmem.http.metrics_endpoint import recall_path_of
+from loopmem.providers import circuit_breaker
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import PromotionJob
 from memory.promotion import jobs as promotion
 from tests.factories import TenantFactory
@@ -116,10 +117,10 @@ def test_the_recall_path_is_read_from_either_envelope():
 @pytest.mark.django_db
 def test_embedding_latency_is_observed_by_provider_and_outcome(moves, tenant):
     move = moves()
-    embeddings.embed_texts(tenant, ["one", "two"])
+    embedders.embed_texts(tenant, ["one", "two"])
     tenant_set_provider(tenant=tenant, embedding="openai", embedding_api_key="")
-    with pytest.raises(embeddings.NoEmbeddingKey):
-        embeddings.embed_texts(tenant, ["three"])
+    with pytest.raises(embedders.NoEmbeddingKey):
+        embedders.embed_texts(tenant, ["three"])
     assert move.delta("loopmem_embedding_seconds_count", provider="hashing", outcome="ok") == 1
     assert move.delta("loopmem_embedding_seconds_count", provider="openai", outcome="no_embedding_key") == 1
 

@@ -1,4 +1,4 @@
-"""Prepared reads (loopmem.prepared_read): compiled once per shape, they answer exactly what the ORM read answers,
+"""Prepared reads (loopmem.reads.prepared): compiled once per shape, they answer exactly what the ORM read answers,
 always inside the session's own scope, and a shape that cannot be proven scoped is never prepared."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import uuid
 import pytest
 from django.db.models.expressions import RawSQL
 
-from loopmem import heavy_read
-from loopmem.heavy_read import UnscopedHeavyRead
-from loopmem.prepared_read import PreparedRead, UnpreparableRead
-from loopmem.scope import Scope
+from loopmem.reads import scoped
+from loopmem.reads.prepared import PreparedRead, UnpreparableRead
+from loopmem.reads.where_guard import UnscopedHeavyRead
+from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.models import Memory
 from projects.services import project_create
@@ -69,7 +69,7 @@ def test_a_prepared_read_answers_what_the_orm_read_answers(tenant, subject_rows)
     prepared = PreparedRead(build, dimensions=DIMENSIONS, with_project=False)
     for _ in range(3):  # one compiled shape, many vectors
         query = _vector(rng)
-        with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
             expected = session.fetch(build(scope, query, MODEL))
             got = prepared.run(session, project_id=None, vector=query, model_id=MODEL)
         assert len(got) == 10
@@ -84,7 +84,7 @@ def test_a_prepared_read_answers_only_the_sessions_subject_and_tenant(tenant, ot
     _rows(Scope(tenant_id=other_tenant.id, subject_id="agent-a"), 5, rng)
     prepared = PreparedRead(_exact_builder(20, 5), dimensions=DIMENSIONS, with_project=False)
     for tenant_id, subject_id in [(tenant.id, "agent-a"), (tenant.id, "agent-b"), (other_tenant.id, "agent-a")]:
-        with heavy_read.scoped_session(tenant_id=tenant_id, subject_id=subject_id) as session:
+        with scoped.scoped_session(tenant_id=tenant_id, subject_id=subject_id) as session:
             got = prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
         assert len(got) == 5
         assert {(m.tenant_id, m.subject_id) for m in got} == {(tenant_id, subject_id)}
@@ -98,7 +98,7 @@ def test_the_project_is_bound_and_its_presence_is_part_of_the_shape(tenant):
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-a", project_id=dev.id), 4, rng)
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-a"), 4, rng)
     prepared = PreparedRead(_exact_builder(20, 12), dimensions=DIMENSIONS, with_project=True)
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         for project in (ops, dev):
             got = prepared.run(session, project_id=project.id, vector=_vector(rng), model_id=MODEL)
             # The partition rule: the project's rows and the subject's unpartitioned ones.
@@ -113,7 +113,7 @@ def test_the_model_is_bound(tenant):
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     _rows(scope, 3, rng)
     prepared = PreparedRead(_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         assert len(prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)) == 3
         assert prepared.run(session, project_id=None, vector=_vector(rng), model_id="test:other") == []
 
@@ -171,7 +171,7 @@ def test_recall_in_a_session_of_another_scope_is_refused(tenant):
     rng = random.Random(23)
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-b"), 3, rng)
     with (
-        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-b") as session,
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-b") as session,
         pytest.raises(UnscopedHeavyRead),
     ):
         selectors.recall_by_vector(

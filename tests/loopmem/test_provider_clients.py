@@ -10,8 +10,8 @@ import pytest
 
 from bench import loopback_embedder
 from bench.embed_overhead import loopback_tenant
-from loopmem import providers
-from loopmem.embeddings import HashingEmbedder, embed_texts
+from loopmem.embedding.embedders import HashingEmbedder, embed_texts
+from loopmem.providers import clients
 
 
 @pytest.fixture
@@ -21,28 +21,28 @@ def server() -> Iterator[loopback_embedder.LoopbackEmbedder]:
 
 
 def test_the_same_endpoint_key_and_timeout_get_the_same_client():
-    first = providers.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k", timeout=8.0, max_retries=0)
-    again = providers.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k", timeout=8.0, max_retries=0)
-    other_key = providers.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k2", timeout=8.0, max_retries=0)
+    first = clients.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k", timeout=8.0, max_retries=0)
+    again = clients.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k", timeout=8.0, max_retries=0)
+    other_key = clients.openai_client(base_url="http://127.0.0.1:9/v1", api_key="k2", timeout=8.0, max_retries=0)
     assert again is first
     assert other_key is not first
 
 
 def test_threads_asking_at_once_share_one_client():
-    clients: list[object] = []
+    made: list[object] = []
     barrier = threading.Barrier(8)
 
     def ask() -> None:
         barrier.wait()
-        clients.append(providers.openai_client(base_url="http://127.0.0.1:9/v2", api_key="k", timeout=1, max_retries=0))
+        made.append(clients.openai_client(base_url="http://127.0.0.1:9/v2", api_key="k", timeout=1, max_retries=0))
 
     threads = [threading.Thread(target=ask) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(clients) == 8
-    assert len({id(client) for client in clients}) == 1
+    assert len(made) == 8
+    assert len({id(client) for client in made}) == 1
 
 
 @pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.db import connection
 from loopmem.crypto import decrypt
 from loopmem.errors import ValidationFailed
 from loopmem.models import Tenant
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 
 
 def test_provider_api_keys_are_encrypted_at_rest(tenant):

@@ -10,10 +10,10 @@ import pytest
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
-from loopmem import embeddings
-from loopmem.embeddings import EmbeddingRequestFailed, QueryEmbedding, embed_query
-from loopmem.query_cache import CacheKey, QueryEmbeddingCache
-from loopmem.services import tenant_set_provider
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import EmbeddingRequestFailed, QueryEmbedding, embed_query
+from loopmem.embedding.query_cache import CacheKey, QueryEmbeddingCache
+from loopmem.tenancy.services import tenant_set_provider
 
 
 class Clock:
@@ -25,7 +25,7 @@ class Clock:
 
 
 def key(text: str = "q", *, tenant: uuid.UUID | None = None, model: str = "hashing:v1") -> CacheKey:
-    return CacheKey(tenant or uuid.UUID(int=1), model, embeddings.content_hash(text))
+    return CacheKey(tenant or uuid.UUID(int=1), model, embedders.content_hash(text))
 
 
 # --- The cache itself ----------------------------------------------------------------------------------------
@@ -92,9 +92,9 @@ def test_hits_and_misses_are_counted():
 def _fresh_cache():
     # One cache per process: entries of another test must not answer for this one.
     with override_settings(QUERY_EMBEDDING_CACHE_SIZE=64, QUERY_EMBEDDING_CACHE_TTL_SECONDS=300):
-        embeddings._query_cache.cache_clear()
+        embedders._query_cache.cache_clear()
         yield
-    embeddings._query_cache.cache_clear()
+    embedders._query_cache.cache_clear()
 
 
 def test_a_repeated_query_is_not_sent_to_the_provider_again(tenant, recording_embedder):
@@ -132,16 +132,16 @@ def test_a_failed_embedding_is_not_cached(tenant, monkeypatch, recording_embedde
         def embed(self, texts: Sequence[str]) -> list[list[float]]:
             raise EmbeddingRequestFailed("connection refused")
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Failing())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Failing())
     assert isinstance(embed_query(tenant, "where did we deploy"), EmbeddingRequestFailed)
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recording_embedder)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: recording_embedder)
     assert isinstance(embed_query(tenant, "where did we deploy"), QueryEmbedding)
     assert recording_embedder.texts == ["where did we deploy"]
 
 
 def test_an_expired_query_is_embedded_again(tenant, recording_embedder, monkeypatch):
     now = [5000.0]
-    monkeypatch.setattr(embeddings._query_cache(64, 300), "_clock", lambda: now[0])
+    monkeypatch.setattr(embedders._query_cache(64, 300), "_clock", lambda: now[0])
     embed_query(tenant, "where did we deploy")
     now[0] += 299
     embed_query(tenant, "where did we deploy")

@@ -11,8 +11,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.test import override_settings
 
-from loopmem import ratelimit, redis_cache, redis_outage
-from loopmem.ratelimit import count_request
+from loopmem.http import ratelimit
+from loopmem.http.ratelimit import count_request
+from loopmem.redis import cache_backend, outage
 
 # django-ratelimit's clock held still (tests/loopmem/conftest.py).
 pytestmark = pytest.mark.usefixtures("clock")
@@ -131,11 +132,11 @@ def test_an_unreachable_redis_fails_open_and_the_latch_spares_the_next_calls(tmp
     }
     with override_settings(CACHES=dead):
         assert count_request(**_ids(), key_limit=5, tenant_limit=15) is None
-        assert redis_outage.is_down()
+        assert outage.is_down()
     assert "rate limiter failing open: redis unreachable" in caplog.text
     # While the latch is open the limiter does not try Redis, even a healthy one.
     assert count_request(**_ids(), key_limit=5, tenant_limit=15) is None
-    redis_outage.reset()
+    outage.reset()
     assert count_request(**_ids(), key_limit=5, tenant_limit=15) is not None
 
 
@@ -147,6 +148,6 @@ def test_a_counter_lost_between_its_add_and_its_incr_admits_the_request(monkeypa
     def add_without_writing(self, key, value, timeout):
         return False
 
-    monkeypatch.setattr(redis_cache.RedisCacheClient, "add", add_without_writing)
+    monkeypatch.setattr(cache_backend.RedisCacheClient, "add", add_without_writing)
     assert count_request(**ids, key_limit=5, tenant_limit=15) is None
-    assert not redis_outage.is_down()  # not an outage: nothing latched
+    assert not outage.is_down()  # not an outage: nothing latched

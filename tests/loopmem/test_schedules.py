@@ -8,7 +8,7 @@ from celery.schedules import crontab, schedule
 from django.test import override_settings
 
 from config.celery import beat_schedule
-from loopmem.schedules import every, longest_gap_seconds
+from loopmem.runtime.schedules import every, longest_gap_seconds
 from memory.checks import PROMOTION_SWEEP_TASK, promotion_ttl_invariant
 
 

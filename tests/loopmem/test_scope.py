@@ -8,8 +8,8 @@ import pytest
 
 from loopmem.errors import ImpersonationTenantRequired, SubjectIdUnresolvable
 from loopmem.models import ApiKey, Tenant
-from loopmem.principal import Principal
-from loopmem.scope import Scope, scope_for, subject_id_for
+from loopmem.tenancy.principal import Principal
+from loopmem.tenancy.scope import Scope, scope_for, subject_id_for
 
 KEY_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loopmem.secret_scan import Finding, scan
+from loopmem.secret_guard.scan import Finding, scan
 from tests import secret_corpus_fresh as fresh
 from tests import secret_holdout as holdout
 

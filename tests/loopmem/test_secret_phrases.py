@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from mnemonic import Mnemonic
 
-from loopmem.secret_scan import scan
+from loopmem.secret_guard.scan import scan
 
 PHRASE_12 = Mnemonic("english").to_mnemonic(bytes(range(16)))
 PHRASE_24 = Mnemonic("english").to_mnemonic(bytes(range(100, 132)))

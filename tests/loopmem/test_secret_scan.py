@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from kingfisher_sdk import __version__ as kingfisher_version
 
-from loopmem.secret_scan import Finding, redact, scan
+from loopmem.secret_guard.scan import Finding, redact, scan
 from tests.secret_corpus import ALNUM, BENIGN, NON_ASCII, SECRETS, Secret, covers, pem, rand
 
 

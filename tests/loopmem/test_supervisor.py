@@ -19,8 +19,8 @@ import psutil
 import pytest
 import redis
 
-from loopmem.embedded import redis_socket_path
-from loopmem.supervisor import Supervisor
+from loopmem.runtime.embedded import redis_socket_path
+from loopmem.runtime.supervisor import Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 CRASHER = [sys.executable, "-c", "raise SystemExit(3)"]

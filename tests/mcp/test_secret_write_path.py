@@ -19,7 +19,7 @@ from mcp import Client
 from agent import client as api
 from agent.client import LoopmemClient
 from agent.mcp_server import build_server
-from loopmem.secret_scan import scan
+from loopmem.secret_guard.scan import scan
 from memory.models import Memory
 from tests.mcp.conftest import Agent, live_db, text_of
 from tests.secret_corpus import BENIGN, SECRET_DETECTED_MESSAGE, WRITE_SECRETS, PathFigures, refused_over_its_span

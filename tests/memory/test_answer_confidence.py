@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopmem.separation import separation
+from loopmem.ranking.separation import separation
 from memory.answer_confidence import answer_confidence
 
 

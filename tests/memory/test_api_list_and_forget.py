@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import InvalidProjectId, InvalidQuery
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -130,12 +130,12 @@ def test_a_missing_query_is_the_empty_query(agent):
 
 class Unavailable:
     def embed(self, texts):
-        raise embeddings.EmbeddingTimeout()
+        raise embedders.EmbeddingTimeout()
 
 
 @pytest.fixture
 def embedding_down(monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Unavailable())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Unavailable())
 
 
 def test_fallback_matches_substrings_newest_first_without_scores(agent, embedding_down):
@@ -183,10 +183,10 @@ def test_fallback_respects_project_and_supersede(agent, tenant, embedding_down):
 @pytest.mark.parametrize(
     ("failure", "reason"),
     [
-        (embeddings.NoEmbeddingKey(), "no_embedding_key"),
-        (embeddings.EmbeddingCircuitOpen(), "embedding_circuit_open"),
-        (embeddings.EmbeddingRequestFailed(), "embedding_request_failed"),
-        (embeddings.EmbeddingProviderError(503), "embedding_provider_error_503"),
+        (embedders.NoEmbeddingKey(), "no_embedding_key"),
+        (embedders.EmbeddingCircuitOpen(), "embedding_circuit_open"),
+        (embedders.EmbeddingRequestFailed(), "embedding_request_failed"),
+        (embedders.EmbeddingProviderError(503), "embedding_provider_error_503"),
     ],
 )
 def test_each_failure_reports_its_reason_tag(agent, monkeypatch, failure, reason):
@@ -194,7 +194,7 @@ def test_each_failure_reports_its_reason_tag(agent, monkeypatch, failure, reason
         def embed(self, texts):
             raise failure
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Failing())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Failing())
     assert recall(agent, "x")["meta"]["reason"] == reason
 
 
@@ -203,12 +203,12 @@ def test_a_crashing_provider_is_embedding_crash(agent, monkeypatch):
         def embed(self, texts):
             raise ZeroDivisionError
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Crashing())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Crashing())
     assert recall(agent, "x")["meta"]["reason"] == "embedding_crash"
 
 
 def test_a_query_vector_of_another_size_than_the_model_makes_is_an_error_outcome(agent, monkeypatch):
-    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 8)
+    monkeypatch.setitem(embedders.NATIVE_DIMENSIONS, "hashing", 8)
     meta = recall(agent, "x")["meta"]
     assert meta == {
         "total_count": 0,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import InvalidProjectId
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -133,12 +133,12 @@ def test_a_memory_is_recallable_the_moment_it_is_written(agent, notes, mode):
 
 class Unavailable:
     def embed(self, texts):
-        raise embeddings.EmbeddingTimeout()
+        raise embedders.EmbeddingTimeout()
 
 
 def test_hybrid_without_an_embedding_is_the_keyword_lane_with_the_reason(agent, notes, monkeypatch):
     keyword = recall(agent, "deploy pipeline friday", mode="keyword")
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Unavailable())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Unavailable())
     degraded = recall(agent, "deploy pipeline friday", mode="hybrid")
     assert degraded["data"] == keyword["data"]
     assert degraded["meta"] == {
@@ -152,7 +152,7 @@ def test_hybrid_without_an_embedding_is_the_keyword_lane_with_the_reason(agent, 
 
 
 def test_keyword_mode_never_embeds_the_query(agent, notes, monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Unavailable())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Unavailable())
     meta = recall(agent, "deploy pipeline", mode="keyword")["meta"]
     assert (meta["fallback"], meta["reason"], meta["outcome"]) == (False, None, "success")
 

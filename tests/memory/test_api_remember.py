@@ -7,10 +7,10 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from loopmem.embedding_queue import Keys
+from loopmem.embedding.work_queue import Keys
 from loopmem.errors import InvalidProjectId, QuotaExceeded
-from loopmem.heavy_read import redis_client
-from loopmem.services import tenant_halt
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.services import tenant_halt
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory

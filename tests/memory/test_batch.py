@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from memory.models import Memory, SessionTurn
 from tests.conftest import error
 

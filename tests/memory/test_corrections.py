@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from loopmem.embedding_queue import Keys
-from loopmem.heavy_read import redis_client
-from loopmem.services import tenant_halt
+from loopmem.embedding.work_queue import Keys
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.services import tenant_halt
 from memory import services
 from memory.models import Memory
 from tests.conftest import error

@@ -1,4 +1,4 @@
-"""Writes queue their memories for embedding (loopmem.embedding_queue); one drain task per burst embeds them in
+"""Writes queue their memories for embedding (loopmem.embedding.work_queue); one drain task per burst embeds them in
 provider batches, finishes a dead worker's claim, and leaves nothing stranded on a failure."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import redis
 from celery import current_app
 from celery.exceptions import Retry
 
-from loopmem import embedding_queue, embeddings, redis_outage
-from loopmem.embedding_pipeline import EmbeddedTable
-from loopmem.embedding_queue import Keys
-from loopmem.heavy_read import redis_client
-from loopmem.scope import Scope
+from loopmem.embedding import embedders, work_queue
+from loopmem.embedding.pipeline import EmbeddedTable
+from loopmem.embedding.work_queue import Keys
+from loopmem.redis import outage
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.scope import Scope
 from memory import services, tasks
 from memory.models import Memory
 
@@ -28,7 +29,7 @@ class BatchRecorder:
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
-        self.fail: embeddings.EmbeddingFailure | None = None
+        self.fail: embedders.EmbeddingFailure | None = None
         self.refuse = ""
 
     def embed(self, texts):
@@ -36,14 +37,14 @@ class BatchRecorder:
         if self.fail is not None:
             raise self.fail
         if self.refuse and any(self.refuse in text for text in texts):
-            raise embeddings.EmbeddingProviderError(400, "input rejected")
-        return embeddings.HashingEmbedder().embed(texts)
+            raise embedders.EmbeddingProviderError(400, "input rejected")
+        return embedders.HashingEmbedder().embed(texts)
 
 
 @pytest.fixture
 def provider(monkeypatch):
     recorder = BatchRecorder()
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: recorder)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: recorder)
     return recorder
 
 
@@ -87,7 +88,7 @@ def test_a_burst_of_writes_is_one_task_and_one_provider_call(tenant, write, prov
 
 
 def test_a_long_queue_is_drained_in_provider_batches(tenant, write, provider, sent_tasks, monkeypatch):
-    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
+    monkeypatch.setattr("loopmem.embedding.pipeline.BATCH_SIZE", 2)
     ids = write("a", "b", "c", "d", "e")
     tasks.embed_pending_memories_task(str(tenant.id))
     assert provider.calls == [["a", "b"], ["c", "d"], ["e"]]
@@ -97,8 +98,8 @@ def test_a_long_queue_is_drained_in_provider_batches(tenant, write, provider, se
 def test_a_long_backlog_takes_turns_a_drain_queues_itself_again_after_its_batches(
     tenant, write, provider, sent_tasks, monkeypatch
 ):
-    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
-    monkeypatch.setattr("loopmem.embedding_pipeline.DRAIN_BATCHES_PER_TASK", 2)
+    monkeypatch.setattr("loopmem.embedding.pipeline.BATCH_SIZE", 2)
+    monkeypatch.setattr("loopmem.embedding.pipeline.DRAIN_BATCHES_PER_TASK", 2)
     ids = write("a", "b", "c", "d", "e")
     tasks.embed_pending_memories_task(str(tenant.id))
     assert embedded(ids) == 4
@@ -114,7 +115,7 @@ def test_a_long_backlog_takes_turns_a_drain_queues_itself_again_after_its_batche
 def test_a_redelivered_drain_finishes_the_claim_of_the_worker_that_died(tenant, write, provider, sent_tasks):
     ids = write("held by the dead worker", "still pending")
     # The first delivery claimed one id, then its worker died before storing the vector.
-    assert embedding_queue.claim("memories", tenant.id, "task-1", limit=1) == ids[:1]
+    assert work_queue.claim("memories", tenant.id, "task-1", limit=1) == ids[:1]
 
     tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-1", throw=True)
 
@@ -125,7 +126,7 @@ def test_a_redelivered_drain_finishes_the_claim_of_the_worker_that_died(tenant, 
 
 def test_a_transient_failure_retries_the_task_keeping_its_claim(tenant, write, provider, sent_tasks):
     ids = write("hello")
-    provider.fail = embeddings.EmbeddingTimeout()
+    provider.fail = embedders.EmbeddingTimeout()
     with pytest.raises(Retry):
         tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-2", throw=True)
     claim = Keys("memories", tenant.id).claim("task-2")
@@ -138,7 +139,7 @@ def test_a_transient_failure_retries_the_task_keeping_its_claim(tenant, write, p
     assert queued(tenant) == ([], False)
 
 
-@pytest.mark.parametrize("failure", [embeddings.NoEmbeddingKey(), embeddings.EmbeddingProviderError(401)])
+@pytest.mark.parametrize("failure", [embedders.NoEmbeddingKey(), embedders.EmbeddingProviderError(401)])
 def test_a_permanent_failure_drops_the_queue_for_the_sweep(tenant, write, provider, sent_tasks, failure):
     ids = write("one", "two")
     provider.fail = failure
@@ -177,7 +178,7 @@ def test_a_publish_that_fails_leaves_the_next_write_to_schedule_the_drain(tenant
     monkeypatch.setattr(current_app, "send_task", broker_down)
     ids = write("first")
     assert queued(tenant) == (ids, False)  # queued, but no drain holds the flag
-    redis_outage.reset()  # the broker is back
+    outage.reset()  # the broker is back
     monkeypatch.setattr(current_app, "send_task", lambda name, args=(), **kw: sent_tasks.append((name, tuple(args))))
     ids += write("second")
     assert sent_tasks == [(DRAIN, (str(tenant.id),))]
@@ -218,8 +219,8 @@ def test_a_delay_of_zero_sends_the_drain_at_once(tenant, write, provider, countd
 
 def test_a_drain_that_queues_itself_again_runs_at_once(tenant, write, provider, countdowns, settings, monkeypatch):
     settings.EMBEDDING_DRAIN_DELAY_SECONDS = 0.1
-    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 1)
-    monkeypatch.setattr("loopmem.embedding_pipeline.DRAIN_BATCHES_PER_TASK", 1)
+    monkeypatch.setattr("loopmem.embedding.pipeline.BATCH_SIZE", 1)
+    monkeypatch.setattr("loopmem.embedding.pipeline.DRAIN_BATCHES_PER_TASK", 1)
     write("a", "b")
     tasks.embed_pending_memories_task(str(tenant.id))
     assert countdowns == [0.1, None]  # the backlog is already waiting: no reason to wait again
@@ -234,13 +235,13 @@ def flag_ttl(tenant) -> int:
 
 def test_the_flag_a_write_sets_lives_only_seconds(tenant, write, sent_tasks):
     write("alpha")
-    assert 0 < flag_ttl(tenant) <= embedding_queue.FLAG_TTL_SECONDS
+    assert 0 < flag_ttl(tenant) <= work_queue.FLAG_TTL_SECONDS
 
 
 def test_a_running_drain_renews_its_flag_while_a_provider_call_outlasts_it(
     tenant, write, provider, sent_tasks, monkeypatch
 ):
-    monkeypatch.setattr(embedding_queue, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(work_queue, "HEARTBEAT_SECONDS", 0.05)
     flag = Keys("memories", tenant.id).flag
     alive_after_its_ttl = []
     slow = provider.embed
@@ -262,15 +263,15 @@ def test_a_running_drain_renews_its_flag_while_a_provider_call_outlasts_it(
 def test_the_flag_of_a_drain_redis_froze_under_lapses_and_the_next_write_sends_a_drain(
     tenant, write, provider, sent_tasks, monkeypatch
 ):
-    monkeypatch.setattr(embedding_queue, "FLAG_TTL_SECONDS", 1)
+    monkeypatch.setattr(work_queue, "FLAG_TTL_SECONDS", 1)
     ids = write("alpha")
 
     def frozen(*args, **kwargs):
         raise redis.TimeoutError("Timeout reading from socket")
 
     with monkeypatch.context() as frozen_redis:
-        frozen_redis.setattr(embedding_queue, "claim", frozen)
-        frozen_redis.setattr(embedding_queue, "answers_before", lambda deadline: False)  # not back in time
+        frozen_redis.setattr(work_queue, "claim", frozen)
+        frozen_redis.setattr(work_queue, "answers_before", lambda deadline: False)  # not back in time
         with pytest.raises(redis.TimeoutError):
             tasks.embed_pending_memories_task(str(tenant.id))
     assert queued(tenant) == (ids, True)  # nothing dropped; the flag is left to lapse, not renewed
@@ -285,7 +286,7 @@ def test_the_flag_of_a_drain_redis_froze_under_lapses_and_the_next_write_sends_a
 @pytest.fixture
 def unreachable_once(monkeypatch):
     """The drain's next claim finds Redis unreachable (it answers again at once)."""
-    real_claim = embedding_queue.claim
+    real_claim = work_queue.claim
     failures = [redis.ConnectionError("Connection reset by peer")]
 
     def claim(*args, **kwargs):
@@ -293,7 +294,7 @@ def unreachable_once(monkeypatch):
             raise failures.pop()
         return real_claim(*args, **kwargs)
 
-    monkeypatch.setattr(embedding_queue, "claim", claim)
+    monkeypatch.setattr(work_queue, "claim", claim)
 
 
 def test_a_drain_redis_stopped_answering_hands_its_flag_to_its_retry_when_redis_answers(
@@ -325,17 +326,17 @@ def test_a_drain_with_no_retry_left_releases_its_flag_when_redis_answers_again(
 
 def test_a_drain_retrying_a_provider_failure_holds_the_flag_until_its_retry_is_due(tenant, write, provider, sent_tasks):
     write("hello")
-    provider.fail = embeddings.EmbeddingTimeout()
+    provider.fail = embedders.EmbeddingTimeout()
     with pytest.raises(Retry):
         tasks.embed_pending_memories_task.apply(args=[str(tenant.id)], task_id="task-4", throw=True)
-    assert flag_ttl(tenant) > embedding_queue.FLAG_TTL_SECONDS  # the first retry's countdown (4 s) and a TTL
+    assert flag_ttl(tenant) > work_queue.FLAG_TTL_SECONDS  # the first retry's countdown (4 s) and a TTL
     write("meanwhile")
     assert sent_tasks == [(DRAIN, (str(tenant.id),))]
 
 
 def test_two_drains_of_one_tenant_claim_apart_and_embed_each_row_once(tenant, write, provider, sent_tasks, monkeypatch):
     # A drain that waited in a backed-up queue past the flag's life, and the one the next write sent meanwhile.
-    monkeypatch.setattr("loopmem.embedding_pipeline.BATCH_SIZE", 2)
+    monkeypatch.setattr("loopmem.embedding.pipeline.BATCH_SIZE", 2)
     ids = write("a", "b", "c", "d", "e")
     embed = provider.embed
     second_drain = [str(tenant.id)]
@@ -360,12 +361,12 @@ def test_two_drains_of_one_tenant_claim_apart_and_embed_each_row_once(tenant, wr
 
 
 def test_a_write_redis_did_not_take_is_queued_with_the_tenants_next_push(tenant, write, provider, sent_tasks):
-    redis_outage.record_failure("test", OSError("connection refused"))  # the latch: Redis skipped
+    outage.record_failure("test", OSError("connection refused"))  # the latch: Redis skipped
     ids = write("while redis was down")
     assert queued(tenant) == ([], False)
     assert sent_tasks == []
 
-    redis_outage.reset()
+    outage.reset()
     ids += write("after it came back")
     assert queued(tenant) == (ids, True)
     assert sent_tasks == [(DRAIN, (str(tenant.id),))]
@@ -376,18 +377,18 @@ def test_a_write_redis_did_not_take_is_queued_with_the_tenants_next_push(tenant,
 def test_a_push_that_fails_keeps_its_id_for_the_tenants_next_one(
     tenant, other_tenant, write, provider, sent_tasks, monkeypatch, django_capture_on_commit_callbacks
 ):
-    real_script = embedding_queue._script
+    real_script = work_queue._script
 
     def unreachable(client, source):
         def call(**kwargs):
             raise redis.ConnectionError("Connection refused")
 
-        return call if source == embedding_queue._PUSH else real_script(client, source)
+        return call if source == work_queue._PUSH else real_script(client, source)
 
     with monkeypatch.context() as down:
-        down.setattr(embedding_queue, "_script", unreachable)
+        down.setattr(work_queue, "_script", unreachable)
         ids = write("lost push")
-    redis_outage.reset()
+    outage.reset()
 
     with django_capture_on_commit_callbacks(execute=True):
         services.memory_remember(scope=Scope(tenant_id=other_tenant.id, subject_id="x"), text="another tenant")
@@ -398,9 +399,9 @@ def test_a_push_that_fails_keeps_its_id_for_the_tenants_next_one(
 
 
 def test_ids_kept_for_later_are_bounded(tenant, write, sent_tasks, monkeypatch):
-    monkeypatch.setattr(embedding_queue, "STRANDED_MAX_IDS", 2)
-    redis_outage.record_failure("test", OSError("connection refused"))
+    monkeypatch.setattr(work_queue, "STRANDED_MAX_IDS", 2)
+    outage.record_failure("test", OSError("connection refused"))
     ids = write("one", "two", "three")
-    redis_outage.reset()
+    outage.reset()
     ids += write("four")
     assert queued(tenant) == ([*ids[:2], ids[3]], True)  # the third is the sweep's

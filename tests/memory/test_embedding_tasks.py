@@ -7,9 +7,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from loopmem import embeddings
-from loopmem.scope import Scope
-from loopmem.services import tenant_set_provider
+from loopmem.embedding import embedders
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_provider
 from memory import services, tasks
 from memory.models import Memory
 
@@ -22,7 +22,7 @@ def scope(tenant):
 
 
 class CountingEmbedder:
-    def __init__(self, fail: embeddings.EmbeddingFailure | None = None) -> None:
+    def __init__(self, fail: embedders.EmbeddingFailure | None = None) -> None:
         self.calls = 0
         self.fail = fail
 
@@ -30,13 +30,13 @@ class CountingEmbedder:
         self.calls += 1
         if self.fail:
             raise self.fail
-        return embeddings.HashingEmbedder().embed(texts)
+        return embedders.HashingEmbedder().embed(texts)
 
 
 @pytest.fixture
 def provider(monkeypatch):
     embedder = CountingEmbedder()
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: embedder)
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: embedder)
     return embedder
 
 
@@ -47,7 +47,7 @@ def test_the_task_embeds_the_memory_with_its_model_and_content_hash(scope, provi
     assert memory.embedding is not None
     assert len(memory.embedding) == 384  # the model's native size, unpadded
     assert memory.embedding_model == "hashing:v1"
-    assert memory.embedding_content_hash == embeddings.content_hash("hello world")
+    assert memory.embedding_content_hash == embedders.content_hash("hello world")
 
 
 def test_the_task_is_idempotent_same_content_and_model_make_no_provider_call(scope, provider):
@@ -65,7 +65,7 @@ def test_a_deleted_memory_is_a_no_op(scope, provider):
 
 
 def test_a_permanent_failure_is_left_for_the_sweep(scope, provider):
-    provider.fail = embeddings.NoEmbeddingKey()
+    provider.fail = embedders.NoEmbeddingKey()
     memory = services.memory_remember(scope=scope, text="hello")
     assert tasks.embed_memory_task(str(memory.id)) == "no_embedding_key"
 
@@ -73,7 +73,7 @@ def test_a_permanent_failure_is_left_for_the_sweep(scope, provider):
 def test_a_transient_failure_retries(scope, provider):
     from celery.exceptions import Retry
 
-    provider.fail = embeddings.EmbeddingTimeout()
+    provider.fail = embedders.EmbeddingTimeout()
     memory = services.memory_remember(scope=scope, text="hello")
     with pytest.raises(Retry):
         tasks.embed_memory_task.apply(args=[str(memory.id)], throw=True)
@@ -102,7 +102,7 @@ def test_the_sweep_reembeds_rows_of_a_stale_model(scope, provider, tenant):
 def test_the_sweep_reports_failures_by_tag_and_keeps_the_rows(scope, provider):
     memory = services.memory_remember(scope=scope, text="hello")
     Memory.objects.filter(id=memory.id).update(updated_at=memory.updated_at.replace(year=2020))
-    provider.fail = embeddings.EmbeddingProviderError(503)
+    provider.fail = embedders.EmbeddingProviderError(503)
     assert tasks.embedding_sweep_task() == {
         "embedded": 0,
         "failed": 1,
@@ -122,7 +122,7 @@ def test_run_sweep_embedding_command(scope, provider, capsys):
 def test_reembed_migrates_a_tenant_to_its_new_model(scope, tenant, provider, capsys, monkeypatch):
     for n in range(5):
         services.memory_embed(memory_id=str(services.memory_remember(scope=scope, text=f"t{n}").id))
-    monkeypatch.setitem(embeddings.DEFAULT_MODELS, "hashing", "v2")
+    monkeypatch.setitem(embedders.DEFAULT_MODELS, "hashing", "v2")
     tenant_set_provider(tenant=tenant, embedding_model="v2")
     call_command("reembed", "--tenant", "acme", "--json", "--batch-size", "2")
     summary = json.loads(capsys.readouterr().out)
@@ -148,10 +148,10 @@ def test_a_text_the_provider_refuses_does_not_block_the_rows_behind_it(scope, mo
     class RefusesPoison:
         def embed(self, texts):
             if any("poison" in t for t in texts):
-                raise embeddings.EmbeddingProviderError(400, "too many tokens")
-            return embeddings.HashingEmbedder().embed(texts)
+                raise embedders.EmbeddingProviderError(400, "too many tokens")
+            return embedders.HashingEmbedder().embed(texts)
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: RefusesPoison())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: RefusesPoison())
     poison = services.memory_remember(scope=scope, text="poison " * 10)
     others = [services.memory_remember(scope=scope, text=f"fine {n}") for n in range(3)]
     Memory.objects.update(updated_at=poison.updated_at.replace(year=2020))

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory

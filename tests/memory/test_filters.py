@@ -13,8 +13,10 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from loopmem import embeddings, heavy_read
-from loopmem.scope import Scope
+from loopmem.database import router
+from loopmem.embedding import embedders
+from loopmem.reads import scoped, where_guard
+from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.filters import MemoryFilters
 from memory.models import Memory
@@ -123,16 +125,16 @@ def test_every_filter_alone_and_combined_on_the_exact_path(agent, corpus):
 @pytest.fixture
 def hnsw_only(monkeypatch):
     """Force the HNSW index to answer the ANN read (on a table this small the planner would sort exactly)."""
-    configure = heavy_read.ScopedSession.configure
+    configure = scoped.ScopedSession.configure
 
     def index_only(self, options):
         applied = configure(self, options)
-        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+        with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
             for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
                 cursor.execute("SELECT set_config(%s, 'off', true)", [knob])
         return applied
 
-    monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
+    monkeypatch.setattr(scoped.ScopedSession, "configure", index_only)
 
 
 @pytest.fixture
@@ -181,9 +183,9 @@ def test_every_filter_alone_and_combined_on_the_ann_path(agent, corpus, hnsw_onl
 def test_every_filter_applies_on_the_fallback(agent, corpus, monkeypatch):
     class Down:
         def embed(self, texts):
-            raise embeddings.EmbeddingTimeout()
+            raise embedders.EmbeddingTimeout()
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     for name, wire, matches in CASES:
         body = recall(agent, "deploy", limit=100, **wire)
         assert body["meta"]["fallback"] is True
@@ -254,7 +256,7 @@ def test_blank_filters_narrow_nothing(agent, corpus):
 def test_the_filters_are_scoped_reads_for_the_guard(tenant):
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     filters = MemoryFilters(tags=("a",), tags_any=("b",), metadata={"k": 1}, min_confidence=0.1)
-    heavy_read.assert_scoped(
+    where_guard.assert_scoped(
         selectors._candidates(scope, "hashing:v1", 384, include_superseded=False, filters=filters).query,
         tenant_id=tenant.id,
         subject_id="agent-a",
@@ -266,14 +268,14 @@ def test_the_filters_are_scoped_reads_for_the_guard(tenant):
 
 
 def _vector() -> list[float]:
-    [raw] = embeddings.HashingEmbedder().embed(["deploy pipeline"])
+    [raw] = embedders.HashingEmbedder().embed(["deploy pipeline"])
     return raw
 
 
 def _plan_of_recall(scope: Scope, filters: MemoryFilters, *, hnsw: bool = False) -> str:
     """EXPLAIN of the kNN query a filtered recall_by_vector actually sent (on the same session settings)."""
     vector = _vector()
-    heavy = connections[heavy_read.HEAVY_READ_ALIAS]
+    heavy = connections[router.HEAVY_READ_ALIAS]
     with CaptureQueriesContext(heavy) as captured:
         selectors.recall_by_vector(
             scope=scope, vector=vector, model_id="hashing:v1", k=10, filters=filters, path="ann" if hnsw else "exact"
@@ -281,13 +283,13 @@ def _plan_of_recall(scope: Scope, filters: MemoryFilters, *, hnsw: bool = False)
     sent = [q["sql"] for q in captured.captured_queries]
     knn = [sql for sql in sent if "<=>" in sql and "ORDER BY" in sql]
     assert knn, sent
-    with transaction.atomic(using=heavy_read.HEAVY_READ_ALIAS), heavy.cursor() as cursor:
+    with transaction.atomic(using=router.HEAVY_READ_ALIAS), heavy.cursor() as cursor:
         for sql in sent:
             if "set_config" in sql:
                 cursor.execute(sql)
         cursor.execute(f"EXPLAIN {knn[0]}")
         plan = "\n".join(row[0] for row in cursor.fetchall())
-        transaction.set_rollback(True, using=heavy_read.HEAVY_READ_ALIAS)
+        transaction.set_rollback(True, using=router.HEAVY_READ_ALIAS)
     return plan
 
 

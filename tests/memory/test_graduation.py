@@ -12,10 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
 from knowledge.models import Article
-from loopmem import embeddings
-from loopmem.heavy_read import redis_client
-from loopmem.queue import broker_lists
-from loopmem.scope import Scope
+from loopmem.embedding import embedders
+from loopmem.redis.client import redis_client
+from loopmem.runtime.task_queue import broker_lists
+from loopmem.tenancy.scope import Scope
 from memory import graduation, services
 from memory.graduation import memory_graduation_sweep
 from memory.models import Memory
@@ -46,7 +46,7 @@ def graduate(client, memory_id, expect=None, **fields):
 
 class Down:
     def embed(self, texts):
-        raise embeddings.EmbeddingTimeout()
+        raise embedders.EmbeddingTimeout()
 
 
 # --- the recall bump ----------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_weak_matches_do_not_bump(agent, memory):
 
 def test_the_fallback_and_include_superseded_never_bump(agent, memory, monkeypatch):
     recall(agent, TEXT, include_superseded=True)
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     recall(agent, "Rotate")
     assert Memory.objects.get(id=memory["id"]).recall_count == 0
 
@@ -190,7 +190,7 @@ def test_the_sweep_counts_and_stamps_a_quarantined_memory(tenant):
 
 
 def test_when_the_gate_cannot_run_it_is_503_and_nothing_is_stamped(agent, monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     data = remember(agent, TEXT)  # never embedded: the gate needs the provider
     body = graduate(agent, data["id"], expect=503)
     assert body["error"]["code"] == "gate_unavailable"
@@ -306,7 +306,7 @@ def test_the_sweep_samples_its_tenants_in_sql_and_never_loads_them_all(tenant, o
 def test_the_sweep_never_stamps_gate_unavailable(tenant, monkeypatch):
     memory = hot(tenant, "a", "fact", 5)
     Memory.objects.filter(id=memory.id).update(embedding=None)
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     assert memory_graduation_sweep()["gate_unavailable"] == 1
     assert Memory.objects.get(id=memory.id).graduated_at is None
 

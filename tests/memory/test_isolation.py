@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopmem.errors import NotFound
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory import selectors, services
 from memory.models import Memory
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
@@ -40,13 +40,13 @@ def test_outsiders_recall_nothing_semantic(world, who):
 
 @pytest.mark.parametrize("who", OUTSIDERS)
 def test_outsiders_recall_nothing_on_the_fallback(world, who, monkeypatch):
-    from loopmem import embeddings
+    from loopmem.embedding import embedders
 
     class Down:
         def embed(self, texts):
-            raise embeddings.EmbeddingTimeout()
+            raise embedders.EmbeddingTimeout()
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     clients, _ = world
     assert recall(clients[who], "vault")["data"] == []
     assert recall(clients[who], "")["data"] == []

@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 from django.db.models import Count
 
-from loopmem import heavy_read
-from loopmem.heavy_read import UnscopedHeavyRead
-from loopmem.scope import Scope
+from loopmem.reads import scoped
+from loopmem.reads.where_guard import UnscopedHeavyRead
+from loopmem.tenancy.scope import Scope
 from memory import keyword_lane
 from memory.candidates import recall_candidates
 from memory.models import Memory
@@ -30,7 +30,7 @@ def _write(tenant, texts, subject="agent-a"):
 def _rank(tenant, query, limit=50, subject="agent-a"):
     scope = _scope(tenant, subject)
     candidates = recall_candidates(scope, include_superseded=False)
-    with heavy_read.scoped_session(tenant_id=tenant.id, subject_id=subject) as session:
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id=subject) as session:
         keywords = keyword_lane.keyword_query(session, candidates, query)
         rows = keyword_lane.keyword_rank(session, candidates, keywords, limit)
     return keywords, rows
@@ -125,7 +125,7 @@ def test_the_weights_count_only_the_scoped_candidates(tenant, other_tenant):
 
 def test_the_session_refuses_an_unscoped_aggregate(tenant):
     with (
-        heavy_read.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
         pytest.raises(UnscopedHeavyRead),
     ):
         session.aggregate(Memory.objects.filter(tenant_id=tenant.id), rows=Count("id"))

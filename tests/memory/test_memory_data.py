@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory import services
 from memory.envelopes import memory_data
 from memory.models import Memory

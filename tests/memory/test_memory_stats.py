@@ -7,7 +7,7 @@ import json
 from django.core.management import call_command
 from django.test import override_settings
 
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.promotion import jobs as promotion
 from tests.factories import TenantFactory

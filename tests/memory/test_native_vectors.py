@@ -1,5 +1,5 @@
 """Vectors at their model's native size: what is stored, which index answers which read, and that vectors of two
-sizes are never compared (loopmem.vector_index)."""
+sizes are never compared (loopmem.embedding.vector_index)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import random
 import pytest
 from django.db import connections
 
-from loopmem import embeddings, heavy_read, vector_index
-from loopmem.prepared_read import PreparedRead
-from loopmem.scope import Scope
+from loopmem.database import router
+from loopmem.embedding import embedders, vector_index
+from loopmem.reads import scoped
+from loopmem.reads.prepared import PreparedRead
+from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.models import Memory
 from tests.memory.conftest import embed_pending, heavy_db, remember
@@ -43,29 +45,29 @@ def _rows(tenant, subject: str, model_id: str, dimensions: int, count: int, seed
 def plans(monkeypatch):
     """The EXPLAIN of every distance read recall_by_vector runs; the ANN read forced onto an index."""
     seen: list[str] = []
-    configure = heavy_read.ScopedSession.configure
-    fetch = heavy_read.ScopedSession.fetch
+    configure = scoped.ScopedSession.configure
+    fetch = scoped.ScopedSession.fetch
 
     def index_only(self, options):
         applied = configure(self, options)
-        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+        with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
             cursor.execute("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)")
         return applied
 
     def explaining(self, queryset):
         if "distance" in queryset.query.annotations:
-            seen.append(queryset.using(heavy_read.HEAVY_READ_ALIAS).explain())
+            seen.append(queryset.using(router.HEAVY_READ_ALIAS).explain())
         return fetch(self, queryset)
 
     def explaining_prepared(self, session, **values):
-        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+        with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
             cursor.execute(f"EXPLAIN {self.sql}", self.bind(session, **values))
             seen.append("\n".join(row[0] for row in cursor.fetchall()))
         return run_prepared(self, session, **values)
 
     run_prepared = PreparedRead.run
-    monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
-    monkeypatch.setattr(heavy_read.ScopedSession, "fetch", explaining)
+    monkeypatch.setattr(scoped.ScopedSession, "configure", index_only)
+    monkeypatch.setattr(scoped.ScopedSession, "fetch", explaining)
     monkeypatch.setattr(PreparedRead, "run", explaining_prepared)
     return seen
 
@@ -130,6 +132,6 @@ def test_hybrid_distance_skips_rows_of_another_size(tenant, agent):
 
 
 def test_the_query_vector_is_native_too(tenant):
-    embedding = embeddings.embed_query(tenant, "hello")
-    assert isinstance(embedding, embeddings.QueryEmbedding)
+    embedding = embedders.embed_query(tenant, "hello")
+    assert isinstance(embedding, embedders.QueryEmbedding)
     assert len(embedding.vector) == 384

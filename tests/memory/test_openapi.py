@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopmem.inputs import TagsField
+from loopmem.http.inputs import TagsField
 from loopmem.params import NOT_BLANK_PATTERN
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,10 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
-from loopmem import embeddings, llm
-from loopmem.scope import Scope
-from loopmem.services import tenant_halt, tenant_set_provider
+from loopmem.embedding import embedders
+from loopmem.providers import llm
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_halt, tenant_set_provider
 from memory import tasks
 from memory.models import Memory, PromotionJob, SessionPromotion
 from memory.promotion import jobs as promotion
@@ -257,11 +258,11 @@ def test_a_rate_limited_llm_snoozes_without_spending_an_attempt(agent, llm_tenan
 def test_degraded_embeddings_snooze_without_watermark_or_rows(agent, llm_tenant, monkeypatch):
     class Down:
         def embed(self, texts):
-            raise embeddings.EmbeddingTimeout()
+            raise embedders.EmbeddingTimeout()
 
     say(agent, *CONVERSATION)
     promote(agent)
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     outcome = promotion.promotion_run(job_id=str(PromotionJob.objects.get().id))
     assert (outcome.outcome, outcome.retry_in) == ("degraded:embedding_timeout", promotion.DEGRADED_SNOOZE_SECONDS)
     assert PromotionJob.objects.get().state == "pending"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import PromotionEvalSnapshot, SessionTurn
 from memory.promotion.distiller import default_embedder
 from memory.promotion.distiller_sentences import prose_lines, split_sentences

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from loopmem import llm
-from loopmem.services import tenant_set_provider
+from loopmem.providers import llm
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import Memory, PromotionJob
 from memory.promotion import jobs as promotion
 from memory.promotion.compilers import SYSTEM_PROMPT, Candidate, CompileFailed, LLMCompiler

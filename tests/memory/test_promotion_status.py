@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.fields import DateTimeField
 
-from loopmem.services import tenant_halt, tenant_set_provider
+from loopmem.tenancy.services import tenant_halt, tenant_set_provider
 from memory.models import Memory, PromotionJob
 from memory.promotion import jobs as promotion
 from memory.promotion.compilers import Candidate, ExtractiveCompiler

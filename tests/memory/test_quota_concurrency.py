@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from loopmem.errors import QuotaExceeded
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.services import lock_subject_quota_and_count_live, memory_remember
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.services import memory_remember
 

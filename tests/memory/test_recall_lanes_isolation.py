@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.models import Tenant
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory import hybrid_lanes, keyword_lane
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
@@ -55,7 +55,7 @@ def _build(seed, tenant, other_tenant) -> World:
     Memory.objects.bulk_create(rows)
     embedded = [row for row in rows if rng.random() < 0.8]  # the rest wait for the worker (read-your-writes)
     for row in embedded:
-        [vector] = embeddings.HashingEmbedder().embed([row.text])
+        [vector] = embedders.HashingEmbedder().embed([row.text])
         row.embedding, row.embedding_model = vector, MODEL_ID
     Memory.objects.bulk_update(embedded, ["embedding", "embedding_model"])
     for row in rows:
@@ -117,8 +117,8 @@ def test_every_lane_returns_exactly_what_its_scope_may_see(seed, tenant, other_t
             visible = _visible(world, scope, include_superseded)
             embedded = {row.id for row in visible if row.embedding_model == MODEL_ID}
             matching = {row.id for row in visible if terms & world.lexemes[row.id]}
-            [vector] = embeddings.HashingEmbedder().embed([query])
-            query_embedding = embeddings.QueryEmbedding(vector=vector, model_id=MODEL_ID)
+            [vector] = embedders.HashingEmbedder().embed([query])
+            query_embedding = embedders.QueryEmbedding(vector=vector, model_id=MODEL_ID)
             semantic = recall_by_vector(
                 scope=scope,
                 vector=query_embedding.vector,
@@ -178,8 +178,8 @@ def test_the_three_reads_rank_alike(agent, tenant, monkeypatch, settings):
         remember(agent, " ".join(rng.sample(WORDS, 3)) + f" item {n}", source_session_id=f"s{n % 4}")
     embed_pending()
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    [vector] = embeddings.HashingEmbedder().embed(["alpha bravo"])
-    query_embedding = embeddings.QueryEmbedding(vector=vector, model_id=MODEL_ID)
+    [vector] = embedders.HashingEmbedder().embed(["alpha bravo"])
+    query_embedding = embedders.QueryEmbedding(vector=vector, model_id=MODEL_ID)
 
     def ranking():
         result = recall_lanes(

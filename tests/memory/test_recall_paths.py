@@ -6,9 +6,11 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from loopmem import embeddings, heavy_read
-from loopmem.heavy_read import ITERATIVE_SCAN_UNAVAILABLE_REASON
-from loopmem.scope import Scope
+from loopmem.database import router
+from loopmem.embedding import embedders
+from loopmem.reads import scoped
+from loopmem.reads.hnsw_options import ITERATIVE_SCAN_UNAVAILABLE_REASON
+from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.models import Memory
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
@@ -45,19 +47,19 @@ def test_when_the_ann_read_comes_back_short_the_exact_read_fills_it(agent, tenan
     # Dilution: 1,000 rows of another subject sit nearer the query than any of ours. HNSW with a 50-tuple
     # scan budget then finds too few of ours, and the verified fill must notice and read exactly.
     _foreign_rows(tenant, near_to="fact", count=1000)
-    configure = heavy_read.ScopedSession.configure
+    configure = scoped.ScopedSession.configure
 
     def index_only(self, options):
         # On a small table the planner would prefer an exact scan; only the HNSW index may answer here.
         applied = configure(self, options)
-        with connections[heavy_read.HEAVY_READ_ALIAS].cursor() as cursor:
+        with connections[router.HEAVY_READ_ALIAS].cursor() as cursor:
             for knob in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
                 cursor.execute("SELECT set_config(%s, 'off', true)", [knob])
         return applied
 
-    monkeypatch.setattr(heavy_read.ScopedSession, "configure", index_only)
+    monkeypatch.setattr(scoped.ScopedSession, "configure", index_only)
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
-    [query] = embeddings.HashingEmbedder().embed(["fact"])
+    [query] = embedders.HashingEmbedder().embed(["fact"])
     vector = query
     short = selectors.recall_by_vector(scope=scope, vector=vector, model_id="hashing:v1", k=15, path="ann_only")
     assert len(short.hits) < 15  # the dilution is real: HNSW alone under-fills
@@ -74,7 +76,7 @@ def test_the_reference_post_filter_mode_reports_iterative_scan_off(agent, agent_
 
 @override_settings(RECALL_EXACT_MAX_ROWS=5)
 def test_iterative_scan_unavailable_is_reported_and_degrades_the_outcome(agent, twenty, monkeypatch):
-    monkeypatch.setattr("loopmem.heavy_read.pgvector_supports_iterative_scan", lambda: False)
+    monkeypatch.setattr("loopmem.reads.hnsw_options.pgvector_supports_iterative_scan", lambda: False)
     meta = recall(agent, "topic", limit=3)["meta"]
     assert meta["ann_iterative_scan"] == "unavailable"
     assert meta["ann_iterative_scan_reason"] == ITERATIVE_SCAN_UNAVAILABLE_REASON
@@ -95,7 +97,7 @@ def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
 ):
     # Another subject's rows nearer the query than any of ours: the inner read must stay inside the scope.
     _foreign_rows(tenant, near_to="fact 1 about topic 1", count=30)
-    [vector] = embeddings.HashingEmbedder().embed(["topic 1"])
+    [vector] = embedders.HashingEmbedder().embed(["topic 1"])
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
 
     def read(two_step_from: int) -> list[tuple[str, float]]:
@@ -115,7 +117,7 @@ def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
 
 def _foreign_rows(tenant, *, near_to: str, count: int) -> None:
     """`count` rows of another subject (agent-z), each embedded as `near_to`: nearer the query than ours."""
-    [near] = embeddings.HashingEmbedder().embed([near_to])
+    [near] = embedders.HashingEmbedder().embed([near_to])
     Memory.objects.bulk_create(
         Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
                embedding_model="hashing:v1", embedding_content_hash="x")

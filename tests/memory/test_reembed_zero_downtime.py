@@ -12,10 +12,10 @@ from django.core.management import call_command
 
 from knowledge.models import Article
 from knowledge.services import ARTICLE_EMBEDDINGS
-from loopmem import embeddings
-from loopmem.embedding_pipeline import reembed_pending, reembed_swap
+from loopmem.embedding import embedders
+from loopmem.embedding.pipeline import reembed_pending, reembed_swap
 from loopmem.models import Tenant
-from loopmem.services import tenant_set_provider
+from loopmem.tenancy.services import tenant_set_provider
 from memory.models import Memory
 from memory.services import MEMORY_EMBEDDINGS
 from tests.factories import ArticleFactory
@@ -37,15 +37,15 @@ class TargetModel:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         if self.fail_after is not None and self.calls > self.fail_after:
-            raise embeddings.EmbeddingProviderError(503)
-        return [[-x for x in vector] for vector in embeddings.HashingEmbedder().embed(texts)]
+            raise embedders.EmbeddingProviderError(503)
+        return [[-x for x in vector] for vector in embedders.HashingEmbedder().embed(texts)]
 
 
 @pytest.fixture
 def target(monkeypatch):
     model = TargetModel()
     monkeypatch.setitem(
-        embeddings.PROVIDERS, "hashing", lambda spec: model if spec.model == "v2" else embeddings.HashingEmbedder()
+        embedders.PROVIDERS, "hashing", lambda spec: model if spec.model == "v2" else embedders.HashingEmbedder()
     )
     return model
 
@@ -69,7 +69,7 @@ def _ids(body: dict[str, Any]) -> list[str]:
 
 
 def _v2(text: str) -> list[float]:
-    return [-x for x in embeddings.HashingEmbedder().embed([text])[0]]
+    return [-x for x in embedders.HashingEmbedder().embed([text])[0]]
 
 
 def test_recall_answers_the_same_with_the_old_model_during_a_half_done_reembed(agent, tenant, corpus, target, capsys):
@@ -83,7 +83,7 @@ def test_recall_answers_the_same_with_the_old_model_during_a_half_done_reembed(a
     during = recall(agent, "deploy pipeline service 1", limit=5)
     assert len(_ids(before)) == 5
     assert _ids(during) == _ids(before)
-    assert embeddings.spec_for(Tenant.objects.get(id=tenant.id)).model_id == "hashing:v1"
+    assert embedders.spec_for(Tenant.objects.get(id=tenant.id)).model_id == "hashing:v1"
 
 
 def test_a_rerun_after_a_crash_continues_and_the_swap_moves_recall_to_the_new_model(
@@ -98,7 +98,7 @@ def test_a_rerun_after_a_crash_continues_and_the_swap_moves_recall_to_the_new_mo
     # The rerun embeds only what the crash left: 7 rows, 3 kept, 4 left → two batches of 3 and 1.
     assert target.calls - calls_before_rerun == 2
     assert (summary["swapped"], summary["swapped_rows"]["memories"]) == (True, len(TEXTS))
-    assert embeddings.spec_for(Tenant.objects.get(id=tenant.id)).model_id == "hashing:v2"
+    assert embedders.spec_for(Tenant.objects.get(id=tenant.id)).model_id == "hashing:v2"
     for memory in Memory.objects.all():
         assert memory.embedding_model == "hashing:v2"
         assert list(memory.embedding) == pytest.approx(_v2(memory.text), abs=1e-6)
@@ -109,7 +109,7 @@ def test_a_rerun_after_a_crash_continues_and_the_swap_moves_recall_to_the_new_mo
 
 
 def test_a_write_made_mid_reembed_is_embedded_by_the_swap(agent, tenant, corpus, target):
-    spec = embeddings.spec_of(provider="hashing", model="v2")
+    spec = embedders.spec_of(provider="hashing", model="v2")
     assert reembed_pending(MEMORY_EMBEDDINGS, tenant=tenant, target=spec).complete
     late = remember(agent, "written while the reembed ran")
     embed_pending()  # its own task embeds it with the tenant's current (old) model
@@ -126,12 +126,12 @@ def test_a_write_made_mid_reembed_is_embedded_by_the_swap(agent, tenant, corpus,
 
 
 def test_a_failing_swap_changes_nothing(agent, tenant, corpus, target):
-    spec = embeddings.spec_of(provider="hashing", model="v2")
+    spec = embedders.spec_of(provider="hashing", model="v2")
     reembed_pending(MEMORY_EMBEDDINGS, tenant=tenant, target=spec)
     remember(agent, "a straggler the provider cannot embed")
     target.fail_after = target.calls
 
-    with pytest.raises(embeddings.EmbeddingFailure):
+    with pytest.raises(embedders.EmbeddingFailure):
         reembed_swap([MEMORY_EMBEDDINGS], tenant=tenant, target=spec, switch_tenant=lambda: None)
     assert set(Memory.objects.exclude(embedding=None).values_list("embedding_model", flat=True)) == {"hashing:v1"}
     assert Memory.objects.exclude(pending_embedding=None).count() == len(TEXTS)
@@ -139,14 +139,14 @@ def test_a_failing_swap_changes_nothing(agent, tenant, corpus, target):
 
 def test_articles_move_with_the_memories_and_an_edited_article_is_reembedded_at_the_swap(tenant, corpus, target):
     article = ArticleFactory.create(tenant=tenant, title="Runbook", body="step one")
-    ARTICLE_EMBEDDINGS.store(article, embeddings.HashingEmbedder().embed([article.embedding_text])[0], "hashing:v1")
-    spec = embeddings.spec_of(provider="hashing", model="v2")
+    ARTICLE_EMBEDDINGS.store(article, embedders.HashingEmbedder().embed([article.embedding_text])[0], "hashing:v1")
+    spec = embedders.spec_of(provider="hashing", model="v2")
     reembed_pending(ARTICLE_EMBEDDINGS, tenant=tenant, target=spec)
     Article.objects.filter(id=article.id).update(body="step two")  # edited after its pending vector was made
     reembed_swap([ARTICLE_EMBEDDINGS], tenant=tenant, target=spec, switch_tenant=lambda: None)
     row = Article.objects.get(id=article.id)
     assert row.embedding_model == "hashing:v2"
-    assert row.embedding_content_hash == embeddings.content_hash(row.embedding_text)
+    assert row.embedding_content_hash == embedders.content_hash(row.embedding_text)
     assert list(row.embedding) == pytest.approx(_v2(row.embedding_text), abs=1e-6)
 
 

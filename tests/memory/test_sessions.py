@@ -15,8 +15,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from loopmem.params import NOT_BLANK_PATTERN
-from loopmem.scope import Scope
-from loopmem.services import tenant_halt
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_halt
 from memory import selectors, services
 from memory.checks import promotion_ttl_invariant
 from memory.models import SessionTurn

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import AlreadySuperseded, NotFound, SelfSupersede, SupersedeCycle
-from loopmem.scope import Scope
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.services import memory_forget, memory_remember, memory_supersede
 
@@ -72,7 +72,7 @@ def _promoted(scope, text):
         subject_id=scope.subject_id,
         text=text,
         source=Memory.Source.PROMOTED,
-        embedding_content_hash=embeddings.content_hash(text),
+        embedding_content_hash=embedders.content_hash(text),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import connection
 
-from loopmem.heavy_read import redis_client
+from loopmem.redis.client import redis_client
 
 # Every column that can hold text: plain and varying text, JSON, arrays (tags), and the full-text search vector.
 TEXT_TYPES = ("text", "character varying", "character", "json", "jsonb", "ARRAY", "tsvector")

@@ -15,9 +15,9 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from loopmem.audit import Actor, Removed, audit_hash, audit_record
 from loopmem.models import DeletionAudit
-from loopmem.scope import Scope
+from loopmem.tenancy.audit import Actor, Removed, audit_hash, audit_record
+from loopmem.tenancy.scope import Scope
 from memory import services
 from memory.models import Memory
 from tests.conftest import error

@@ -13,12 +13,12 @@ from mcp import Client
 from agent.client import LoopmemClient
 from agent.mcp_server import build_server
 from knowledge.models import Article, ArticleAccessEvent
-from loopmem.audit import Actor, audit_hash
-from loopmem.embedding_queue import Keys
-from loopmem.heavy_read import redis_client
+from loopmem.embedding.work_queue import Keys
 from loopmem.models import DeletionAudit
-from loopmem.scope import Scope
-from loopmem.services import tenant_set_provider
+from loopmem.redis.client import redis_client
+from loopmem.tenancy.audit import Actor, audit_hash
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_provider
 from memory import services as memory_services
 from memory.models import Memory, PromotionJob, SessionPromotion, SessionTurn
 from memory.promotion import jobs as promotion

@@ -13,10 +13,10 @@ from django.core.management.base import CommandError
 
 from knowledge.models import Article, ArticleAccessEvent
 from loopmem.models import SecretPolicy, Tenant
-from loopmem.scope import Scope
-from loopmem.secret_policy import apply_secret_policy, find_secrets
-from loopmem.secret_scan import scan
-from loopmem.services import tenant_set_policy
+from loopmem.secret_guard.policy import apply_secret_policy, find_secrets
+from loopmem.secret_guard.scan import scan
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_policy
 from memory import graduation
 from memory import services as memory_services
 from memory.models import Memory, SessionTurn

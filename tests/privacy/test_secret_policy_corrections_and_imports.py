@@ -8,8 +8,8 @@ import json
 import pytest
 
 from loopmem.models import DeletionAudit, SecretPolicy
-from loopmem.secret_scan import scan
-from loopmem.services import tenant_set_policy
+from loopmem.secret_guard.scan import scan
+from loopmem.tenancy.services import tenant_set_policy
 from memory.models import Memory
 from tests.conftest import error
 from tests.secret_corpus import SECRET_DETECTED_MESSAGE, rand

@@ -20,9 +20,9 @@ from django.test import override_settings
 from knowledge import services as knowledge_services
 from knowledge.models import Article
 from loopmem.models import SecretPolicy
-from loopmem.scope import Scope
-from loopmem.secret_scan import scan
-from loopmem.services import tenant_set_policy, tenant_set_provider
+from loopmem.secret_guard.scan import scan
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_set_policy, tenant_set_provider
 from memory import services as memory_services
 from memory.models import Memory, PromotionJob, SessionTurn
 from memory.promotion import jobs as promotion

@@ -9,8 +9,8 @@ import pytest
 from django.test import override_settings
 
 from knowledge.models import ArticleAccessEvent
-from loopmem import embeddings
-from loopmem.services import tenant_halt
+from loopmem.embedding import embedders
+from loopmem.tenancy.services import tenant_halt
 from tests.conftest import error
 from tests.factories import ProjectFactory
 from tests.memory.conftest import embed_pending, remember
@@ -91,7 +91,7 @@ class Counting:
 
     def embed(self, texts):
         Counting.calls += 1
-        return embeddings.HashingEmbedder().embed(texts)
+        return embedders.HashingEmbedder().embed(texts)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ class Counting:
 )  # fmt: skip
 def test_input_is_refused_before_anything_is_embedded(agent, monkeypatch, body, status, code, message):
     Counting.calls = 0
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Counting())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Counting())
     response = agent.post("/api/v1/recall", body, format="json")
     assert response.status_code == status
     assert response.json() == error(status, code, message)
@@ -120,7 +120,7 @@ def test_input_is_refused_before_anything_is_embedded(agent, monkeypatch, body, 
 
 def test_the_query_is_embedded_once_for_both_halves(agent, corpus, monkeypatch):
     Counting.calls = 0
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Counting())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Counting())
     recall(agent, "deploy")
     assert Counting.calls == 1
 
@@ -131,11 +131,11 @@ def test_a_500_character_query_is_accepted(agent, corpus):
 
 class Down:
     def embed(self, texts):
-        raise embeddings.NoEmbeddingKey()
+        raise embedders.NoEmbeddingKey()
 
 
 def test_without_embeddings_both_halves_fall_back_and_the_call_is_degraded(agent, corpus, monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     body = recall(agent, "deploy")
     meta = body["meta"]
     assert (meta["degraded"], meta["degraded_reason"], meta["search_mode"]) == (
@@ -152,7 +152,7 @@ def test_without_embeddings_both_halves_fall_back_and_the_call_is_degraded(agent
 
 def test_a_dimension_mismatch_names_itself(agent, corpus, monkeypatch):
     # The provider answers with vectors of another size than its model makes.
-    monkeypatch.setitem(embeddings.NATIVE_DIMENSIONS, "hashing", 8)
+    monkeypatch.setitem(embedders.NATIVE_DIMENSIONS, "hashing", 8)
     meta = recall(agent, "deploy")["meta"]
     assert (meta["degraded"], meta["degraded_reason"]) == (True, "embedding_dimension_mismatch")
 
@@ -198,7 +198,7 @@ def test_a_ledger_failure_degrades_the_call(agent, corpus, monkeypatch):
 
 
 def test_near_duplicate_articles_take_one_slot_and_the_next_fills_it(agent, tenant):
-    twin_vector = embeddings.HashingEmbedder().embed(["deploy pipeline"])[0]
+    twin_vector = embedders.HashingEmbedder().embed(["deploy pipeline"])[0]
     article(tenant, "Deploy pipeline A", "deploy pipeline notes", embedding=twin_vector)
     article(tenant, "Deploy pipeline B", "deploy pipeline notes again", embedding=twin_vector)
     article(tenant, "Rollback", "how to roll back a deploy")
@@ -287,7 +287,7 @@ def test_an_unknown_or_foreign_project_on_a_read_is_never_written_as_attribution
 @pytest.fixture
 def clear_winner(tenant):
     """One article is the query's meaning (similarity 1.0), far ahead of the others."""
-    [vector] = embeddings.HashingEmbedder().embed(["roll back a release"])
+    [vector] = embedders.HashingEmbedder().embed(["roll back a release"])
     winner = article(tenant, "Zebra handbook", "crossing stripes", embedding=vector)
     for text in ("quarterly budget review", "printer toner supplier"):
         article(tenant, text.title(), text)

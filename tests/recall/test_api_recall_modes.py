@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.errors import InvalidQuery
 from tests.conftest import error
 from tests.memory.conftest import embed_pending, remember
@@ -61,11 +61,11 @@ def test_a_memory_just_written_is_in_a_hybrid_recall(agent, corpus):
 
 class Down:
     def embed(self, texts):
-        raise embeddings.NoEmbeddingKey()
+        raise embedders.NoEmbeddingKey()
 
 
 def test_without_embeddings_hybrid_memory_is_the_keyword_lane(agent, corpus, monkeypatch):
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     body = recall(agent, "deploy pipeline", mode="hybrid")
     assert [item["selection_reason"] for item in _memory_items(body)] == ["keyword_fallback"]
     memory_meta = body["memory"]["meta"]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from knowledge.models import ArticleAccessEvent
-from loopmem.services import tenant_halt
+from loopmem.tenancy.services import tenant_halt
 from tests.conftest import error
 from tests.memory.conftest import embed_pending, remember
 from tests.recall.conftest import article, heavy_db, recall

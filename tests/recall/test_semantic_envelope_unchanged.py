@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from memory.models import Memory
 from tests.factories import ProjectFactory
 from tests.memory.conftest import embed_pending, remember
@@ -95,9 +95,9 @@ def _bodies(agent, project_id: str, names: dict[bytes, str]) -> dict[str, str]:
 def _fallback_bodies(agent, monkeypatch, names: dict[bytes, str]) -> dict[str, str]:
     class Down:
         def embed(self, texts: list[str]) -> list[list[float]]:
-            raise embeddings.EmbeddingTimeout()
+            raise embedders.EmbeddingTimeout()
 
-    monkeypatch.setitem(embeddings.PROVIDERS, "hashing", lambda spec: Down())
+    monkeypatch.setitem(embedders.PROVIDERS, "hashing", lambda spec: Down())
     response = agent.post("/api/v1/memory/recall", {"query": "deploy"}, format="json")
     assert response.status_code == 200, response.content
     return {"fallback /api/v1/memory/recall": _normalized(response.content, names)}

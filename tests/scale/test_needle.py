@@ -18,10 +18,10 @@ from rest_framework.test import APIClient
 
 from bench.scale_corpus import NeedleCorpus, build_needle_corpus, exact_neighbours
 from config.env import env_int
-from loopmem.heavy_read import HEAVY_READ_ALIAS
+from loopmem.database.router import HEAVY_READ_ALIAS
 from loopmem.models import Tenant
-from loopmem.scope import Scope
-from loopmem.services import api_key_create
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import api_key_create
 from memory.selectors import RecallResult, recall_by_vector
 from tests.factories import TenantFactory
 

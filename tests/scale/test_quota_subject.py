@@ -16,8 +16,8 @@ from django.test import override_settings
 
 from bench.scale_corpus import exact_neighbours
 from config.env import env_int
-from loopmem import embeddings
-from loopmem.scope import Scope
+from loopmem.embedding import embedders
+from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.selectors import recall_by_vector
 from tests.factories import TenantFactory
@@ -37,7 +37,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _load(tenant_id: uuid.UUID, subject: str, texts: list[str]) -> None:
-    vectors = embeddings.HashingEmbedder().embed(texts)
+    vectors = embedders.HashingEmbedder().embed(texts)
     Memory.objects.bulk_create(
         (
             Memory(
@@ -65,7 +65,7 @@ def test_a_quota_size_subject_is_recalled_completely_by_every_path():
     paths: set[str | None] = set()
     with override_settings(RECALL_EXACT_MAX_ROWS=QUOTA_ROWS // 2):
         for query in queries:
-            [vector] = embeddings.HashingEmbedder().embed([query])
+            [vector] = embedders.HashingEmbedder().embed([query])
             truth = [n.id for n in exact_neighbours(tenant_id=tenant.id, vector=vector, k=K, subject_id=SUBJECT)]
             for path in ("auto", "exact", "ann"):
                 result = recall_by_vector(scope=scope, vector=vector, model_id=MODEL_ID, k=K, path=path)

@@ -24,7 +24,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from loopmem.services import IssuedKey
+from loopmem.tenancy.services import IssuedKey
 from tests.conftest import MakeKey
 
 CI_EXAMPLES = 8

@@ -1,4 +1,4 @@
-"""The served schema states what every request may hold (loopmem.schema.text_rule) and every refusal it can get:
+"""The served schema states what every request may hold (loopmem.http.openapi.text_rule) and every refusal it can get:
 each string a client sends refuses NUL, each object says what its keys may hold, any-JSON values are `JsonValue`,
 and every operation lists the HTTP server's own refusals."""
 

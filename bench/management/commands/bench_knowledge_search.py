@@ -16,11 +16,11 @@ from bench.harness import bench_agent, percentiles
 from knowledge.models import Article
 from knowledge.selectors import SearchMode, knowledge_search
 from knowledge.visibility import Viewer
-from loopmem import embeddings
-from loopmem.embeddings import QueryEmbedding
+from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
-from loopmem.progress import progress_bar
+from loopmem.runtime.progress import progress_bar
 
 SLUG = "bench-knowledge"
 AGENT = "bench-agent"
@@ -60,7 +60,7 @@ class Command(OperatorCommand):
         viewer = Viewer(tenant_id=tenant.id, subject_id=AGENT)
         limit, warm_up = options["limit"], options["warm_up"]
 
-        model_id = embeddings.spec_for(tenant).model_id
+        model_id = embedders.spec_for(tenant).model_id
         typical: list[tuple[str, QueryEmbedding]] = []
         broad: list[tuple[str, QueryEmbedding]] = []
         for _ in range(options["queries"] + warm_up):
@@ -146,7 +146,7 @@ def corpus(tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebui
         return 0.0
     existing.delete()
     started = time.perf_counter()
-    model_id = embeddings.spec_for(tenant).model_id
+    model_id = embedders.spec_for(tenant).model_id
     # Background words ~ 1/rank, as in prose: a few are everywhere, most are rare.
     cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(VOCABULARY)))
     with progress_bar(total=size, desc="articles") as bar:
@@ -172,7 +172,7 @@ def corpus(tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebui
                         owner_subject_id=f"agent-{rng.randint(0, 50)}",
                         embedding=list(vector),
                         embedding_model=model_id,
-                        embedding_content_hash=embeddings.content_hash(f"{title}\n\n{body}"),
+                        embedding_content_hash=embedders.content_hash(f"{title}\n\n{body}"),
                     )
                 )
             Article.objects.bulk_create(rows)

@@ -37,12 +37,12 @@ from bench.management.commands import bench_knowledge_search
 from bench.management.commands.bench_recall import prepare_corpus
 from knowledge.models import Article
 from knowledge.visibility import Viewer
-from loopmem import embeddings
+from loopmem.embedding import embedders
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey, Tenant
-from loopmem.progress import progress_bar
-from loopmem.scope import Scope
-from loopmem.services import IssuedKey, api_key_create, api_key_revoke
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import IssuedKey, api_key_create, api_key_revoke
 from memory.models import Memory
 from recall import envelopes as recall_envelopes
 from recall.services import RecallContext, recall_context
@@ -65,7 +65,7 @@ Vector = npt.NDArray[np.float64]
 
 # The stages of recall_context, timed by wrapping the functions it calls (module, attribute, label).
 STAGES: tuple[tuple[str, str, str], ...] = (
-    ("loopmem.embeddings", "embed_query", "query embedding (hashing)"),
+    ("loopmem.embedding.embedders", "embed_query", "query embedding (hashing)"),
     ("recall.services", "_memory_half", "memory half (recall_by_vector)"),
     ("recall.services", "memory_note_recalled", "recall bump (Redis cooldown, enqueue)"),
     ("recall.services", "knowledge_search", "knowledge half (combined search, with the diversity vectors)"),
@@ -90,7 +90,7 @@ class ArticleCorpus:
 def _hashing_space(text: str) -> Vector:
     """The hashing provider's vector of `text` in its own 384 dimensions."""
     full = scale_corpus.query_vector(text)
-    return np.asarray(full[: embeddings.HashingEmbedder.dimensions], dtype=np.float64)
+    return np.asarray(full[: embedders.HashingEmbedder.dimensions], dtype=np.float64)
 
 
 def _at_cosine(center: Vector, cosine: float, rng: np.random.Generator) -> Vector:
@@ -110,7 +110,7 @@ def _aligned_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, seed: 
     """Hub articles (pairs of near-duplicates) and one keyword-matching article per subject, all visible."""
     rng = np.random.default_rng([seed, 1])
     words = bench_knowledge_search.Space(seed=seed).words
-    model_id = embeddings.spec_for(tenant).model_id
+    model_id = embedders.spec_for(tenant).model_id
 
     def article(title: str, body: str, vector: Vector) -> Article:
         return Article(
@@ -123,7 +123,7 @@ def _aligned_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, seed: 
             owner_subject_id=ARTICLE_AUTHOR,
             embedding=[float(x) for x in vector],
             embedding_model=model_id,
-            embedding_content_hash=embeddings.content_hash(f"{title}\n\n{body}"),
+            embedding_content_hash=embedders.content_hash(f"{title}\n\n{body}"),
         )
 
     def filler(count: int) -> str:
@@ -305,12 +305,12 @@ def measure_service(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
 
 def measure_embedding(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
     """The query embedding alone, as recall_context does it (embed_texts: provider + breaker) and bare."""
-    hashing = embeddings.HashingEmbedder()
+    hashing = embedders.HashingEmbedder()
     service: list[float] = []
     bare: list[float] = []
     for probe in probes:
         started = time.perf_counter()
-        embeddings.embed_texts(tenant, [probe.query])
+        embedders.embed_texts(tenant, [probe.query])
         service.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         hashing.embed([probe.query])
@@ -445,7 +445,7 @@ def environment(tenant: Tenant) -> dict[str, Any]:
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "dimensions": embeddings.HashingEmbedder.dimensions,
+        "dimensions": embedders.HashingEmbedder.dimensions,
         "recall_exact_max_rows": settings.RECALL_EXACT_MAX_ROWS,
         "knowledge_search_exact_max_rows": settings.KNOWLEDGE_SEARCH_EXACT_MAX_ROWS,
         "hnsw_ef_search": settings.HNSW_EF_SEARCH,

@@ -17,11 +17,11 @@ from django.test import RequestFactory
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
-from loopmem import redis_outage
+from loopmem.http.ratelimit import ApiKeyRateThrottle
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey, Tenant
-from loopmem.principal import Principal
-from loopmem.ratelimit import ApiKeyRateThrottle
+from loopmem.redis import outage
+from loopmem.tenancy.principal import Principal
 
 
 class Command(OperatorCommand):
@@ -74,7 +74,7 @@ def measure(*, calls: int) -> list[float]:
         started = time.perf_counter_ns()
         throttle.allow_request(request, None)
         timings.append((time.perf_counter_ns() - started) / 1000)
-    if redis_outage.is_down():
+    if outage.is_down():
         raise CommandError("Redis did not answer: these figures would time the limiter failing open, not counting")
     return timings
 

@@ -37,13 +37,13 @@ from django.test.utils import CaptureQueriesContext
 from bench import recall_modes_bench, scale_corpus
 from bench.harness import percentiles
 from bench.management.commands.seed_scale import corpus_progress, scale_tenant
-from loopmem import embeddings
-from loopmem.heavy_read import HEAVY_READ_ALIAS
+from loopmem.database.router import HEAVY_READ_ALIAS
+from loopmem.embedding import embedders
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey, Tenant
-from loopmem.progress import progress_bar
-from loopmem.scope import Scope
-from loopmem.services import IssuedKey, api_key_create, api_key_revoke
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import IssuedKey, api_key_create, api_key_revoke
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import RecallResult, recall_by_vector
@@ -320,8 +320,8 @@ def measure_http_hybrid(clients: dict[str, Client], probes: Sequence[recall_mode
 
 def measure_embedding(tenant: Tenant, probes: Sequence[Probe]) -> dict[str, Any]:
     """The query embedding the endpoint does, alone: embed_texts (provider + circuit breaker) and the bare provider."""
-    hashing = embeddings.HashingEmbedder()
-    service, _ = timed([functools.partial(embeddings.embed_texts, tenant, [p.query_text]) for p in probes], "embed")
+    hashing = embedders.HashingEmbedder()
+    service, _ = timed([functools.partial(embedders.embed_texts, tenant, [p.query_text]) for p in probes], "embed")
     bare, _ = timed([functools.partial(hashing.embed, [p.query_text]) for p in probes], "hashing")
     return {"embed_texts_ms": percentiles(service), "hashing_provider_ms": percentiles(bare)}
 

@@ -14,7 +14,7 @@ from django.db import connection
 from bench import scale_corpus, served
 from bench.management.commands import bench_merged_recall
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import IssuedKey
+from loopmem.tenancy.services import IssuedKey
 
 
 class Command(OperatorCommand):

@@ -15,7 +15,7 @@ from django.test import Client
 
 from bench.harness import bench_agent, live_server, percentiles
 from loopmem.management.operator import OperatorCommand
-from loopmem.progress import progress_bar
+from loopmem.runtime.progress import progress_bar
 from memory.models import SessionTurn
 
 CONTENT = "The user asked to retry the deploy after the flaky integration test; agreed to pin the runner image."

@@ -25,7 +25,7 @@ from bench.harness import bench_agent
 from bench.load_report import errors_by_status, lost_write_check, operation_table, render, server_errors
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey
-from loopmem.services import api_key_create, api_key_revoke
+from loopmem.tenancy.services import api_key_create, api_key_revoke
 
 LOCUSTFILE = Path(__file__).resolve().parents[2] / "load" / "locustfile.py"
 

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from bench import recall_eval
 from loopmem.management.operator import OperatorCommand
-from loopmem.progress import progress_bar
+from loopmem.runtime.progress import progress_bar
 
 
 class Command(OperatorCommand):

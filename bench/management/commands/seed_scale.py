@@ -13,8 +13,8 @@ from bench import scale_corpus
 from bench.harness import BENCH_RATE_LIMIT
 from loopmem.management.operator import OperatorCommand, tenant_summary
 from loopmem.models import Tenant
-from loopmem.progress import progress_bar
-from loopmem.services import tenant_create, tenant_set_provider
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.services import tenant_create, tenant_set_provider
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from knowledge.ledger import (
 from knowledge.models import RetrievalMetricsSnapshot
 from loopmem.errors import ValidationFailed
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import tenant_get
+from loopmem.tenancy.services import tenant_get
 
 
 class Command(OperatorCommand):

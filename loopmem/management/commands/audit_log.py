@@ -5,9 +5,9 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from loopmem.audit import audit_rows
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import tenant_get
+from loopmem.tenancy.audit import audit_rows
+from loopmem.tenancy.services import tenant_get
 
 FIELDS = (
     "id",

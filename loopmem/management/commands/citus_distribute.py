@@ -4,7 +4,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from loopmem.citus import distribute, plan
+from loopmem.database.citus import distribute, plan
 from loopmem.management.operator import OperatorCommand
 
 

@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from loopmem.key_batches import api_keys_create_many, numbered_specs, specs_from_lines
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import ApiKey
-from loopmem.services import IssuedKey, api_key_create, tenant_get
+from loopmem.tenancy.key_batches import api_keys_create_many, numbered_specs, specs_from_lines
+from loopmem.tenancy.services import IssuedKey, api_key_create, tenant_get
 
 
 class Command(OperatorCommand):

@@ -2,7 +2,7 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand, tenant_summary
-from loopmem.services import tenant_create
+from loopmem.tenancy.services import tenant_create
 
 
 class Command(OperatorCommand):

@@ -2,7 +2,7 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import api_key_revoke
+from loopmem.tenancy.services import api_key_revoke
 
 
 class Command(OperatorCommand):

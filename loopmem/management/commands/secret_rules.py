@@ -1,7 +1,7 @@
 from typing import Any
 
-from loopmem import secret_rules
 from loopmem.management.operator import OperatorCommand
+from loopmem.secret_guard import rules
 
 
 class Command(OperatorCommand):
@@ -12,7 +12,7 @@ class Command(OperatorCommand):
     )
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
-        info = secret_rules.describe()
+        info = rules.describe()
         return info, (
             f"secret rules: kingfisher-secret-scanner {info['version']}, {info['formats']} secret formats "
             f"(rule cache {info['cache']})"

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from loopmem.supervisor import Supervisor
+from loopmem.runtime.supervisor import Supervisor
 
 
 class Command(BaseCommand):

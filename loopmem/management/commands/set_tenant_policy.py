@@ -3,7 +3,7 @@ from typing import Any
 
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import SecretPolicy
-from loopmem.services import tenant_get, tenant_set_policy
+from loopmem.tenancy.services import tenant_get, tenant_set_policy
 
 
 class Command(OperatorCommand):

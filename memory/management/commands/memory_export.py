@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
-from loopmem.progress import progress_bar
-from loopmem.scope import Scope
-from loopmem.services import tenant_get
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_get
 from memory import envelopes
 from memory.models import Memory
 from memory.selectors import memory_export_rows

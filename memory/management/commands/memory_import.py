@@ -10,9 +10,9 @@ from django.conf import settings
 
 from loopmem.errors import PayloadTooLarge, QuotaExceeded
 from loopmem.management.operator import OperatorCommand
-from loopmem.progress import progress_bar
-from loopmem.scope import Scope
-from loopmem.services import tenant_get
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.scope import Scope
+from loopmem.tenancy.services import tenant_get
 from memory.serializers import MAX_IMPORT_BYTES, import_rows
 from memory.services import memory_import
 

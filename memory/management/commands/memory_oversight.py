@@ -1,9 +1,9 @@
 from argparse import ArgumentParser
 from typing import Any
 
-from loopmem.audit import Actor
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import tenant_get
+from loopmem.tenancy.audit import Actor
+from loopmem.tenancy.services import tenant_get
 from memory.envelopes import memory_data
 from memory.selectors import memory_list_all_subjects
 from memory.services import memory_forget_any

@@ -2,7 +2,7 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
-from loopmem.services import tenant_get
+from loopmem.tenancy.services import tenant_get
 from memory.stats import memory_stats
 
 

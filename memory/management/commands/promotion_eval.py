@@ -3,10 +3,10 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from loopmem import llm
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
-from loopmem.services import tenant_get
+from loopmem.providers import llm
+from loopmem.tenancy.services import tenant_get
 from memory.promotion.evaluation import COMPROMISED, SPLITS, EvalResult, promotion_eval, ratios
 from memory.promotion.timing import compile_timing
 

@@ -5,12 +5,12 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from knowledge.services import ARTICLE_EMBEDDINGS
-from loopmem import embeddings
-from loopmem.embedding_pipeline import EmbeddedTable, backfill, reembed_lacking, reembed_pending, reembed_swap
+from loopmem.embedding import embedders
+from loopmem.embedding.pipeline import EmbeddedTable, backfill, reembed_lacking, reembed_pending, reembed_swap
 from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
-from loopmem.progress import progress_bar
-from loopmem.services import tenant_get, tenant_set_provider
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.services import tenant_get, tenant_set_provider
 from memory.services import MEMORY_EMBEDDINGS
 
 # Untyped beyond EmbeddedTable: the loop treats memories and articles alike.
@@ -43,7 +43,7 @@ class Command(OperatorCommand):
         return self._backfill(tenant, options)
 
     def _backfill(self, tenant: Tenant, options: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        model_id = embeddings.spec_for(tenant).model_id
+        model_id = embedders.spec_for(tenant).model_id
         total = MEMORY_EMBEDDINGS.stale(tenant).count()
         if options["dry_run"]:
             return {"tenant_id": str(tenant.id), "model": model_id, "stale": total, "dry_run": True}, (
@@ -75,10 +75,10 @@ class Command(OperatorCommand):
                 raise CommandError(f"the environment variable {options['api_key_env']} is empty or unset")
         elif provider == tenant.embedding_provider and options["base_url"] == tenant.embedding_base_url:
             api_key = tenant.embedding_api_key  # the tenant's own key, to the endpoint it already goes to
-        target = embeddings.spec_of(
+        target = embedders.spec_of(
             provider=provider, model=options["model"], base_url=options["base_url"], api_key=api_key
         )
-        current = embeddings.spec_for(tenant).model_id
+        current = embedders.spec_for(tenant).model_id
         summary: dict[str, Any] = {"tenant_id": str(tenant.id), "from_model": current, "model": target.model_id}
         lacking = {t.model._meta.db_table: reembed_lacking(t, tenant=tenant, target=target) for t in TABLES}
         if options["dry_run"]:
@@ -118,7 +118,7 @@ class Command(OperatorCommand):
 
         try:
             swapped = reembed_swap(TABLES, tenant=tenant, target=target, switch_tenant=switch)
-        except embeddings.EmbeddingFailure as failure:
+        except embedders.EmbeddingFailure as failure:
             summary.update(swapped=False, failures={failure.tag: 1})
             return summary, f"{tenant.slug} still answers with {current}: the swap failed ({failure.tag}); run again"
         summary.update(swapped=True, swapped_rows=swapped)

@@ -3,7 +3,7 @@ from dataclasses import asdict
 from typing import Any
 
 from knowledge.services import ARTICLE_EMBEDDINGS
-from loopmem.embedding_pipeline import sweep
+from loopmem.embedding.pipeline import sweep
 from loopmem.management.operator import OperatorCommand
 from memory.graduation import memory_graduation_sweep
 from memory.promotion.jobs import promotion_sweep

@@ -1,10 +1,10 @@
 from argparse import ArgumentParser
 from typing import Any
 
-from loopmem.audit import Actor
 from loopmem.management.operator import OperatorCommand
-from loopmem.progress import progress_bar
-from loopmem.services import tenant_get
+from loopmem.runtime.progress import progress_bar
+from loopmem.tenancy.audit import Actor
+from loopmem.tenancy.services import tenant_get
 from privacy.erasure import ERASE_BATCH_SIZE, tenant_erase
 
 
