@@ -19,7 +19,7 @@ def recall_candidates(
     scope: Scope, *, include_superseded: bool, filters: MemoryFilters | None = None
 ) -> MemoryQuerySet:
     """The memories a recall in `scope` may return: the subject's, in the partition, live unless asked, matching
-    the caller's filters (issue 15)."""
+    the caller's filters."""
     rows = narrow(Memory.objects.for_scope(scope), filters)
     if not include_superseded:
         rows = rows.live()

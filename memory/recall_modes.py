@@ -1,4 +1,4 @@
-"""Memory recall by mode: `semantic` (by meaning; today's read, `memory.selectors.memory_recall`), `keyword` (what
+"""Memory recall by mode: `semantic` (by meaning; `memory.selectors.memory_recall`), `keyword` (what
 was typed; `memory.keyword_lane`) and `hybrid` (both, fused; `memory.fusion`).
 
 Keyword and hybrid read every lane inside one guarded, (tenant, subject) scoped heavy-read session, from the one

@@ -327,7 +327,7 @@ class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
         assert parsed is not None
         aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
         try:
-            # In UTC: PostgreSQL refuses an offset past ±15:59 (a 500 before), Python accepts up to ±23:59.
+            # In UTC: PostgreSQL refuses an offset past ±15:59 that Python accepts (up to ±23:59).
             return aware.astimezone(UTC)
         except OverflowError:
             self.fail("invalid", value=data)

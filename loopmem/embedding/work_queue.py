@@ -1,7 +1,7 @@
 """A coalescing queue of rows waiting for their vector, one per (table, tenant), in Redis.
 
 One Celery task per written row costs a kombu publish in the web worker and a consume, a task and a provider call
-in the Celery worker: ~7 ms of CPU per write on this machine (issue 20), competing with the requests for the same
+in the Celery worker: ~7 ms of CPU per write on this machine, competing with the requests for the same
 cores. Here a write pushes its row id onto its tenant's pending list, and a drain task is sent only when none is
 scheduled (a flag set with the push, in one script). The drain claims up to `limit` ids at a time and embeds them in
 one provider call, so a burst of writes costs one task and a few batched calls. It runs EMBEDDING_DRAIN_DELAY_SECONDS

@@ -33,7 +33,7 @@ def paginated(rows: Iterable[Any], *, total_count: int, limit: int, offset: int,
 def with_redactions(body: dict[str, Any], report: SecretReport) -> dict[str, Any]:
     """The body, plus `meta.redacted` (`{kinds, spans}`) when the secret policy redacted the write.
 
-    Additive (DESIGN §11): a write with nothing redacted answers exactly as before, with no `meta` key.
+    Additive (DESIGN §11): a write with nothing redacted answers with no `meta` key at all.
     """
     if report:
         body.setdefault("meta", {})["redacted"] = report.details()

@@ -1,7 +1,7 @@
 """Work a web request hands off until its response has been sent: the Celery publishes of its committed writes.
 
 A write's answer should not wait for the broker. A publish is a kombu message built in Python and a Redis round trip:
-~10 % of a served remember's wall time on this machine (py-spy, issue 20), and the worker it wakes competes with the
+~10 % of a served remember's wall time on this machine (py-spy), and the worker it wakes competes with the
 rest of the request for the same cores. Inside a request, publishes queue here and go out when the response is closed:
 Django's `request_finished`, which a WSGI server sends after writing the response, so the client already has its
 answer. Outside a request (Celery tasks, commands, tests calling services) they go at once.

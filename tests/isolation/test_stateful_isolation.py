@@ -1,4 +1,4 @@
-"""Isolation as a property (issue 19, item 3): a hypothesis state machine interleaves every role's writes,
+"""Isolation as a property: a hypothesis state machine interleaves every role's writes,
 corrections, forgets, recalls (semantic, keyword, hybrid, the fallback), merged recalls, session reads,
 knowledge reads, promotion and graduation, through the HTTP API and the MCP tools, and after every step checks
 that nothing outside the caller's scope was returned, changed or revealed (`tests/isolation/machine.py`).

@@ -1,4 +1,4 @@
-"""The world the stateful isolation suite acts in, and its oracle (issue 19, item 3).
+"""The world the stateful isolation suite acts in, and its oracle.
 
 Three tenants, each with two agents named alike in every tenant (`agent-a`, `agent-b`), an orchestrator key that
 carries `agent-a` (it is its own subject, reference §4.1), a user key, two projects; one superadmin key that

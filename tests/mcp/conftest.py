@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_PAYLOAD = json.loads((Path(__file__).parent / "claude_code_stop_payload.json").read_text())
 AGENT_ID = "coder-1"
 
-# The reference's tools (spec §2.11) plus knowledge_search, the corrections (issue 15) and
-# memory_promotion_status (issue 17).
+# The reference's tools (spec §2.11) plus knowledge_search, the corrections and
+# memory_promotion_status.
 TOOLS = {
     "memory_remember",
     "memory_recall",

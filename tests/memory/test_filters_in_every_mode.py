@@ -1,4 +1,4 @@
-"""Issue 15's filters narrow the keyword and hybrid lanes (issue 16) too, inside the scoped read, on both
+"""The recall filters narrow the keyword and hybrid lanes too, inside the scoped read, on both
 recall endpoints: a row outside the filter is never returned, however well it matches."""
 
 from __future__ import annotations

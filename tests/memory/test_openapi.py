@@ -1,4 +1,4 @@
-"""The OpenAPI schema describes every memory route issue 15 added, with its fields and error codes."""
+"""The OpenAPI schema describes every memory route beyond the reference's, with its fields and error codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The secret policy on the writes issue 15 added: a correction (PATCH) and an import refuse or redact like any
+"""The secret policy on the writes beyond remember: a correction (PATCH) and an import refuse or redact like any
 write, and a correction's superseded version is on the deletion audit."""
 
 from __future__ import annotations
