@@ -12,7 +12,8 @@ One call per write, before anything is stored, embedded or sent to a provider:
 
 A field is text (a `str`), or any JSON value (metadata, tag lists): a JSON value is scanned as its
 serialisation `json.dumps(value, ensure_ascii=False)`, so a labelled value (`{"password": "..."}`) is found
-with its label, and its spans are offsets into that serialisation; redacting rewrites only the strings (keys
+with its label, and each of its strings is scanned as itself too (escaping hides an assignment or a line from the
+rules); its spans are offsets into that serialisation; redacting rewrites only the strings (keys
 included) a finding touches, so the structure stays. `None` fields are skipped. Offsets count code points.
 """
 
@@ -84,8 +85,34 @@ def _scan_fields(fields: Mapping[str, Any]) -> dict[str, _Scanned]:
             scanned[name] = _Scanned(scan(value))
         else:
             serialised = _JsonText(value)
-            scanned[name] = _Scanned(scan(serialised.text), serialised)
+            scanned[name] = _Scanned(_scan_json(serialised), serialised)
     return scanned
+
+
+def _scan_json(serialised: _JsonText) -> list[Finding]:
+    """A JSON value's findings, as offsets into its serialisation: the serialisation scanned whole (a value found with
+    its key as label), and each string scanned as itself.
+
+    Escaping changes what a detector sees: `client_secret = "..."` inside a string serialises as
+    `client_secret = \\"...\\"`, and a newline as `\\n`, which no assignment or line-anchored rule matches. A string's
+    own finding counts unless a finding of the whole scan already covers the same characters.
+    """
+    findings = scan(serialised.text)
+    for start, end, raw in serialised.strings:
+        for found in scan(raw):
+            first, last = _serialised_span(start, end, raw, found)
+            if not any(f.start <= first and f.end >= last for f in findings):
+                findings.append(Finding(found.kind, first, last))
+    return sorted(findings, key=lambda f: (f.start, f.end))
+
+
+def _serialised_span(start: int, end: int, raw: str, found: Finding) -> tuple[int, int]:
+    """Where the characters `found` covers in `raw` lie in its quoted token `[start, end)` of the serialisation."""
+    if end - start == len(raw) + 2:  # nothing escaped: the token is the string between two quotes
+        return start + 1 + found.start, start + 1 + found.end
+    lengths = [len(json.dumps(ch, ensure_ascii=False)) - 2 for ch in raw[: found.end]]
+    before = sum(lengths[: found.start])
+    return start + 1 + before, start + 1 + before + sum(lengths[found.start :])
 
 
 def _report(scanned: Mapping[str, _Scanned]) -> SecretReport:

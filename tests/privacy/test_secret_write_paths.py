@@ -144,6 +144,41 @@ def test_every_secret_is_refused_and_every_look_alike_stored(path, agent, record
         assert len(recording_embedder.texts) >= len(passed)  # the provider was called: the check above could fail
 
 
+def _covers_in_json(details: dict[str, Any], name: str, serialised: str, secret: str) -> bool:
+    """A refusal names a span of field `name` over the secret as it stands, escaped, in the field's serialisation."""
+    encoded = json.dumps(secret, ensure_ascii=False)[1:-1]
+    start = serialised.index(encoded)
+    spans = details.get("spans", {}).get(name, [])
+    return bool(details.get("kinds")) and any(s <= start and e >= start + len(encoded) for s, e in spans)
+
+
+def test_every_secret_inside_a_metadata_string_is_refused(agent, recording_embedder):
+    # Metadata is scanned as JSON, where escaping hides what a rule looks for (`secret = \"...\"`, `\n`): each
+    # string of it is scanned as itself too.
+    figures = PathFigures("POST /api/v1/memory (long_term, metadata)")
+    for case in WRITE_SECRETS:
+        metadata = {"source": "chat", "note": case.text}
+        response = agent.post("/api/v1/memory", {"text": "A note.", "metadata": metadata}, format="json")
+        body = response.json()
+        serialised = json.dumps(metadata, ensure_ascii=False)
+        if not (
+            response.status_code == 422
+            and body["error"]["code"] == "secret_detected"
+            and _covers_in_json(body["error"]["details"], "metadata", serialised, case.secret)
+        ):
+            figures.false_negatives.append(case.id)
+            continue
+        assert case.secret not in response.content.decode()
+    for name, text in BENIGN:
+        response = agent.post("/api/v1/memory", {"text": "A note.", "metadata": {"note": text}}, format="json")
+        if response.status_code == 422 and response.json()["error"]["code"] == "secret_detected":
+            figures.false_positives.append(name)
+        else:
+            assert response.status_code == 201, (name, response.json())
+    figures.check()
+    assert Memory.objects.count() == len(BENIGN) - len(figures.false_positives)  # no secret was stored
+
+
 def test_promotion_drops_every_secret_bearing_candidate_and_counts_it(agent, tenant, fake_llm, recording_embedder):
     # The tenant's LLM answers with the whole corpus as candidate facts, secrets included: the session itself
     # held none (it was written under `refuse`), but a model can put one in.
