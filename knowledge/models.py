@@ -11,11 +11,11 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Left
 from django.utils import timezone
-from pgvector.django import VectorField
 
 from knowledge.visibility import Viewer
 from loopmem.database.tenant_routing import TenantRoutedModel
 from loopmem.embedding import vector_index
+from loopmem.embedding.columns import EmbeddedColumns
 from loopmem.models import ApiKey, Tenant
 from projects.models import Project
 
@@ -76,8 +76,9 @@ class ArticleQuerySet(models.QuerySet["Article"]):
         return self.order_by("-inserted_at", "-id")
 
 
-class Article(TenantRoutedModel):
-    """One curated piece of tenant knowledge (reference §1.5), with visibility as columns, not metadata."""
+class Article(TenantRoutedModel, EmbeddedColumns):
+    """One curated piece of tenant knowledge (reference §1.5), with visibility as columns, not metadata; its vector
+    columns come from `EmbeddedColumns`."""
 
     class Category(models.TextChoices):
         PATTERN = "pattern"
@@ -96,7 +97,6 @@ class Article(TenantRoutedModel):
         OWNER = "owner"  # the owner subject, and the tenant's user/orchestrator keys
         PRIVATE = "private"  # stored for wire parity; reads exactly like `owner` in this slice
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     title = models.CharField(max_length=MAX_TITLE_LENGTH)
@@ -111,14 +111,6 @@ class Article(TenantRoutedModel):
     idempotency_key = models.CharField(  # noqa: DJ001  (NULL: no key; the unique index skips NULLs)
         max_length=MAX_IDEMPOTENCY_KEY_LENGTH, null=True, blank=True
     )
-    # Untyped: each vector at its model's native size (loopmem.embedding.vector_index indexes each supported size).
-    embedding = VectorField(null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True, default="")
-    embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
-    # A reembed in progress (loopmem.embedding.pipeline.reembed): the target model's vector waits here.
-    pending_embedding = VectorField(null=True, blank=True)
-    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
-    pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     # Kept by the database: the keyword lane never depends on application code having refreshed it.
     search_vector = models.GeneratedField(
         expression=SearchVector("title", weight="A", config=SEARCH_CONFIG)

@@ -199,7 +199,7 @@ def article_propose(
     if assessment.verdict == "unknown":
         if on_gate_unavailable == "skip":
             raise GateUnavailable(details={"reason": assessment.reason})
-        return _insert(viewer, draft, verdict="created", vector=own_vector)
+        return _insert_article(viewer, draft, verdict="created", vector=own_vector)
     if assessment.verdict == "duplicate":
         canonical = _first_visible(viewer, assessment.neighbours[:1])
         if canonical is not None:
@@ -207,7 +207,7 @@ def article_propose(
         # The neighbour vanished since the read (reference §4.10): skip when skipping, else create.
         if on_low_novelty == "skip":
             return _skip(viewer, draft, assessment)
-        return _insert(viewer, draft, verdict="created", vector=own_vector, score=assessment.score)
+        return _insert_article(viewer, draft, verdict="created", vector=own_vector, score=assessment.score)
     if assessment.verdict == "low_novelty":
         if on_low_novelty == "skip":
             return _skip(viewer, draft, assessment)
@@ -219,8 +219,8 @@ def article_propose(
         gated = dataclasses.replace(
             draft, status=Article.Status.DRAFT, metadata={**draft.metadata, "proposal_novelty": novelty}
         )
-        return _insert(viewer, gated, verdict="gated_to_draft", vector=own_vector, score=assessment.score)
-    return _insert(viewer, draft, verdict="created", vector=own_vector, score=assessment.score)
+        return _insert_article(viewer, gated, verdict="gated_to_draft", vector=own_vector, score=assessment.score)
+    return _insert_article(viewer, draft, verdict="created", vector=own_vector, score=assessment.score)
 
 
 def _validated(
@@ -332,9 +332,12 @@ def _title_taken(viewer: Viewer, title: str) -> DuplicateTitle:
     return _duplicate_title(holder, visible=visible)
 
 
-def _insert(
+def _insert_article(
     viewer: Viewer, draft: _Draft, *, verdict: Verdict, vector: QueryEmbedding | None, score: float | None = None
 ) -> Proposal:
+    """The one writer of an article row (every proposal, graduation's included): stored with `vector` when the gate
+    embedded this very text, else queued for embedding after commit. The unique indexes decide a race: a taken
+    title is DuplicateTitle, a taken idempotency key answers with the article that holds it."""
     embedded: dict[str, Any] = {}
     if vector is not None:
         embedded = {

@@ -10,10 +10,10 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Case, F, Func, Q, Value, When
-from pgvector.django import VectorField
 
 from loopmem.database.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
 from loopmem.embedding import vector_index
+from loopmem.embedding.columns import EmbeddedColumns
 from loopmem.models import Tenant
 from loopmem.tenancy.scope import Scope
 from projects.models import Project
@@ -49,15 +49,14 @@ class MemoryQuerySet(TenantRoutedQuerySet["Memory"]):
         return self.order_by("-inserted_at", "-id")
 
 
-class Memory(TenantRoutedModel):
-    """One long-term fact of one subject (reference §1.1)."""
+class Memory(TenantRoutedModel, EmbeddedColumns):
+    """One long-term fact of one subject (reference §1.1); its vector columns come from `EmbeddedColumns`."""
 
     class Source(models.TextChoices):
         EXPLICIT = "explicit"
         PROMOTED = "promoted"
         IMPORTED = "imported"  # written by memory import (never promoted: promotion's dedupe is its own)
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # No single-column index: every query leads with tenant_id in a composite index, and a tenant-only index
     # tempts the planner into scanning a whole tenant for one subject's rows.
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -65,15 +64,6 @@ class Memory(TenantRoutedModel):
     project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     subject_id = models.CharField(max_length=200)
     text = models.TextField()
-    # Untyped: each vector at its model's native size (loopmem.embedding.vector_index indexes each supported size).
-    embedding = VectorField(null=True, blank=True)
-    embedding_model = models.CharField(max_length=200, blank=True, default="")
-    embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not embedded)
-    # A reembed in progress (loopmem.embedding.pipeline.reembed): the target model's vector waits here, beside the
-    # one recall still reads, until every row has one and one transaction swaps them.
-    pending_embedding = VectorField(null=True, blank=True)
-    pending_embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")  # raw COPY too
-    pending_embedding_content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
     confidence = models.FloatField(default=1.0)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.EXPLICIT)
     source_session_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001  (wire: null)

@@ -10,7 +10,7 @@ from celery.contrib.django.task import DjangoTask
 
 from loopmem.embedding.pipeline import drain_queue, embed_one_with_retries, sweep
 from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS
-from memory import graduation, services
+from memory import embedding, graduation, recall_bump, session_tier
 from memory.promotion import evaluation
 from memory.promotion import jobs as promotion
 
@@ -25,26 +25,26 @@ def embed_memory_task(self: DjangoTask, memory_id: str) -> str:
 
     Writes queue their rows for `embed_pending_memories_task` instead; this stays for messages already queued
     by an older release, and for operators embedding one row."""
-    return embed_one_with_retries(self, f"memory {memory_id}", lambda: services.memory_embed(memory_id=memory_id))
+    return embed_one_with_retries(self, f"memory {memory_id}", lambda: embedding.memory_embed(memory_id=memory_id))
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_pending_memories_task(self: DjangoTask, tenant_id: str) -> dict[str, object]:
     """Embed the tenant's queued memories in provider batches (loopmem.embedding.work_queue); one task per burst of
     writes, not per write."""
-    return drain_queue(services.MEMORY_EMBEDDINGS, self, tenant_id).as_dict()
+    return drain_queue(embedding.MEMORY_EMBEDDINGS, self, tenant_id).as_dict()
 
 
 @shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed what has no vector or a stale model's vector (lost tasks, outages, model changes)."""
-    return sweep(services.MEMORY_EMBEDDINGS).as_dict()
+    return sweep(embedding.MEMORY_EMBEDDINGS).as_dict()
 
 
 @shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def prune_session_turns_task() -> int:
     """Hourly: delete expired session turns (reads already hide them; this reclaims the space)."""
-    return services.session_prune()
+    return session_tier.session_prune()
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None, acks_late=True)
@@ -78,7 +78,7 @@ def promotion_eval_task() -> int:
 @shared_task(base=DjangoTask, ignore_result=True)
 def bump_recall_counts_task(tenant_id: str, memory_ids: list[str]) -> int:
     """Count recalls towards graduation, off the request path."""
-    return services.memory_bump_recall_counts(tenant_id=uuid.UUID(tenant_id), memory_ids=memory_ids)
+    return recall_bump.memory_bump_recall_counts(tenant_id=uuid.UUID(tenant_id), memory_ids=memory_ids)
 
 
 @shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)

@@ -35,7 +35,7 @@ from loopmem.redis.client import redis_client
 from loopmem.tenancy.audit import Actor, Removed, audit_record
 from loopmem.tenancy.scope import subject_id_for
 from memory.models import Memory, PromotionJob, SessionPromotion, SessionTurn
-from memory.services import recall_bump_key
+from memory.recall_bump import recall_bump_key
 from recall import history
 
 ERASE_BATCH_SIZE = 500

@@ -19,11 +19,12 @@ from typing import Any, Generic, TypeVar
 
 import redis
 from celery.exceptions import Retry
-from django.db import connection, models, transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from loopmem.embedding import embedders, work_queue
+from loopmem.embedding.columns import EmbeddedColumns
 from loopmem.models import Tenant
 from loopmem.redis import outage
 from loopmem.runtime import task_queue
@@ -31,7 +32,7 @@ from loopmem.runtime import task_queue
 logger = logging.getLogger(__name__)
 
 Row = TypeVar("Row")
-M = TypeVar("M", bound=models.Model)
+M = TypeVar("M", bound=EmbeddedColumns)
 
 # Redis did not answer at all (SIGSTOP, a reset connection); an error Redis answered with is not waited for.
 REDIS_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
@@ -44,8 +45,8 @@ DRAIN_BATCHES_PER_TASK = 16  # a drain task's turn: 512 rows, then it queues aga
 
 @dataclass(frozen=True)
 class EmbeddedTable(Generic[M]):
-    """What a table embeds and how it stores a vector. The model has `tenant`, `embedding`,
-    `embedding_model`, `embedding_content_hash`, `inserted_at` and `updated_at`."""
+    """What a table embeds and how it stores a vector. The model carries the `EmbeddedColumns`, and a `tenant`,
+    `inserted_at` and `updated_at` of its own."""
 
     model: type[M]
     text_fields: tuple[str, ...]  # what `text_of` reads: loaded with `.only()` for the batches

@@ -107,7 +107,7 @@ class Keys:
         return f"{self._base}:claim:{claim_id}"
 
 
-def enqueue_on_commit(table: str, task_name: str, tenant_id: uuid.UUID, row_id: object) -> None:
+def queue_for_embedding_after_commit(table: str, task_name: str, tenant_id: uuid.UUID, row_id: object) -> None:
     """Queue `row_id` for embedding once the transaction commits (after the response, inside a request), sending
     `task_name(tenant_id)` if no drain of the tenant's queue is scheduled. Never fails the write."""
     call = functools.partial(_push, table, task_name, str(tenant_id), str(row_id))

@@ -1,16 +1,17 @@
 """Persist: survivors become `promoted` memories (exact dedupe, synchronous embedding, near-duplicate supersede
-of promoted rows only, quota)."""
+of promoted rows only, quota), written by the one writer of long-term rows (memory.writer)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.db import transaction
 
 from loopmem.embedding import embedders
+from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.errors import HeavyReadOverloaded
 from loopmem.models import Tenant
 from loopmem.secret_guard.policy import holds_secret
@@ -19,7 +20,8 @@ from loopmem.tenancy.scope import Scope
 from memory.models import Memory
 from memory.promotion.compilers import EVAL_SUBJECT_ID, Candidate
 from memory.selectors import recall_by_vector
-from memory.services import lock_subject_quota_and_count_live, memory_supersede
+from memory.services import memory_supersede
+from memory.writer import DuplicatePromotedContent, MemoryDraft, SubjectWriter
 
 NEAR_DUP_POOL = 10
 _NEAR_DUP_SUPERSEDE = Actor.system("promotion near-duplicate supersede")
@@ -66,6 +68,8 @@ def promotion_persist(
         return summary
     tenant = Tenant.objects.get(id=scope.tenant_id)
     for candidate in candidates:
+        # Stricter than the tenant's policy (memory.writer.screen), whatever it is, and each field the LLM wrote is
+        # scanned as the plain text it is: a quoted value inside the metadata's JSON can escape a scan of that JSON.
         if holds_secret(candidate.text, candidate.when_to_apply, *candidate.tags):
             summary.secret_dropped += 1
             continue
@@ -83,7 +87,8 @@ def promotion_persist(
             near = None if truncated else _near_duplicate(scope, vector, model_id)
         except HeavyReadOverloaded as exc:
             raise EmbeddingsDegraded("heavy_read_overloaded", summary) from exc
-        _insert_promoted(scope, session_id, candidate, content_hash, vector, model_id, near, summary, on_written)
+        draft = replace(_draft(session_id, candidate), vector=QueryEmbedding(vector=vector, model_id=model_id))
+        _insert_promoted(scope, draft, content_hash, near, summary, on_written)
     return summary
 
 
@@ -111,48 +116,39 @@ def _near_duplicate(scope: Scope, vector: list[float], model_id: str) -> Memory 
     return None
 
 
-def _metadata(candidate: Candidate) -> dict[str, object]:
+def _draft(session_id: str, candidate: Candidate) -> MemoryDraft:
+    """The candidate as a promoted row of the subject's global bucket."""
     metadata: dict[str, object] = {"when_to_apply": candidate.when_to_apply, "cross_links": list(candidate.cross_links)}
     if candidate.speaker_role:
         metadata["speaker_role"] = candidate.speaker_role
-    return metadata
+    return MemoryDraft(
+        text=candidate.text,
+        confidence=candidate.confidence,
+        tags=list(candidate.tags),
+        metadata=metadata,
+        source=Memory.Source.PROMOTED,
+        source_session_id=session_id,
+    )
 
 
 def _insert_promoted(
     scope: Scope,
-    session_id: str,
-    candidate: Candidate,
+    draft: MemoryDraft,
     content_hash: str,
-    vector: list[float],
-    model_id: str,
     near: Memory | None,
     summary: PersistSummary,
     on_written: Callable[[uuid.UUID], None],
 ) -> None:
     with transaction.atomic():
-        live = lock_subject_quota_and_count_live(scope)
+        writer = SubjectWriter(scope)
         if _promoted_exists(scope, content_hash):
             summary.deduped += 1
             return
-        if live >= settings.MEMORY_QUOTA:
+        if not writer.has_room():
             raise PromotionQuotaExceeded(summary)
-        memory = Memory(
-            id=uuid.uuid4(),
-            tenant_id=scope.tenant_id,
-            subject_id=scope.subject_id,
-            text=candidate.text,
-            confidence=candidate.confidence,
-            source=Memory.Source.PROMOTED,
-            source_session_id=session_id,
-            tags=list(candidate.tags),
-            metadata=_metadata(candidate),
-            embedding=vector,
-            embedding_model=model_id,
-            embedding_content_hash=content_hash,
-        )
-        # The partial unique index (tenant, subject, hash) WHERE promoted is the last word on exact duplicates.
-        Memory.objects.bulk_create([memory], ignore_conflicts=True)
-        if not Memory.objects.filter(id=memory.id).exists():
+        try:
+            memory = writer.insert(draft)
+        except DuplicatePromotedContent:
             summary.deduped += 1
             return
         summary.memory_ids.append(str(memory.id))

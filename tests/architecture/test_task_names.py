@@ -10,9 +10,10 @@ from django.db import OperationalError
 from config.celery import beat_schedule
 from knowledge.services import EMBED_ARTICLE_TASK
 from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS, TRANSIENT_ERRORS
-from memory import services
+from memory import session_tier
+from memory.embedding import EMBED_MEMORY_TASK, EMBED_PENDING_MEMORIES_TASK
 from memory.promotion.jobs import PROMOTE_SESSION_TASK
-from memory.services import BUMP_RECALL_COUNTS_TASK, EMBED_MEMORY_TASK, EMBED_PENDING_MEMORIES_TASK
+from memory.recall_bump import BUMP_RECALL_COUNTS_TASK
 from memory.tasks import prune_session_turns_task
 
 
@@ -43,6 +44,6 @@ def test_a_beat_task_that_meets_a_database_restart_runs_again(monkeypatch: pytes
             raise OperationalError("server closed the connection unexpectedly")
         return 3
 
-    monkeypatch.setattr(services, "session_prune", prune)
+    monkeypatch.setattr(session_tier, "session_prune", prune)
     result = prune_session_turns_task.apply()  # eager: the retry runs at once, in place
     assert (result.get(), len(calls)) == (3, 2)

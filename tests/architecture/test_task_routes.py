@@ -43,8 +43,8 @@ def test_a_worker_started_without_queues_consumes_all_of_them():
 
 
 def test_the_recall_bump_is_alone_on_its_queue():
-    # Its queue's depth is the bump backlog RECALL_BUMP_MAX_TASKS bounds (memory.services._bump_admitted).
-    from memory.services import BUMP_QUEUE, BUMP_RECALL_COUNTS_TASK
+    # Its queue's depth is the bump backlog RECALL_BUMP_MAX_TASKS bounds (memory.recall_bump._bump_admitted).
+    from memory.recall_bump import BUMP_QUEUE, BUMP_RECALL_COUNTS_TASK
 
     current_app.loader.import_default_modules()
     ours = [name for name in current_app.tasks if name.split(".")[0] in ("memory", "knowledge", "loopmem", "privacy")]

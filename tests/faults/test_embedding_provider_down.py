@@ -16,7 +16,7 @@ import pytest
 from loopmem.embedding import embedders, pipeline
 from loopmem.providers import circuit_breaker
 from loopmem.tenancy.services import tenant_set_provider
-from memory import services
+from memory import embedding
 from memory.models import Memory
 from tests.faults.conftest import timed
 from tests.memory.conftest import heavy_db
@@ -131,7 +131,7 @@ def test_a_failing_provider_opens_the_circuit_recall_falls_back_and_the_backlog_
         assert agent.post("/api/v1/memory", {"text": text}, format="json").status_code == 201
     for memory_id in Memory.objects.values_list("id", flat=True):  # what the worker's embed task would do
         with pytest.raises(embedders.EmbeddingFailure):
-            services.memory_embed(memory_id=str(memory_id))
+            embedding.memory_embed(memory_id=str(memory_id))
     assert Memory.objects.filter(embedding__isnull=True).count() == 3, "writes are kept, unembedded"
 
     _open_the_circuit(agent, provider, "embedding_provider_error_500")
@@ -142,7 +142,7 @@ def test_a_failing_provider_opens_the_circuit_recall_falls_back_and_the_backlog_
     time.sleep(1.1)
 
     provider.mode = "ok"
-    report = pipeline.sweep(services.MEMORY_EMBEDDINGS)
+    report = pipeline.sweep(embedding.MEMORY_EMBEDDINGS)
     assert (report.embedded, report.failed) == (3, 0)
     assert Memory.objects.filter(embedding__isnull=True).count() == 0
     body, _ = _recall(agent, QUERY)

@@ -25,7 +25,7 @@ from knowledge import services as knowledge_services
 from knowledge.models import Article
 from loopmem.embedding import embedders
 from loopmem.models import ApiKey
-from memory import services as memory_services
+from memory import embedding as memory_embedding
 from memory.graduation import memory_graduation_sweep
 from memory.models import Memory, PromotionJob, SessionTurn
 from memory.promotion import jobs
@@ -351,7 +351,7 @@ class IsolationMachine(RuleBasedStateMachine):
             return
         try:
             for memory_id in Memory.objects.filter(embedding__isnull=True).values_list("id", flat=True):
-                memory_services.memory_embed(memory_id=str(memory_id))
+                memory_embedding.memory_embed(memory_id=str(memory_id))
             for article_id in Article.objects.filter(embedding__isnull=True).values_list("id", flat=True):
                 knowledge_services.article_embed(article_id=str(article_id))
         except embedders.EmbeddingFailure:

@@ -35,7 +35,8 @@ from loopmem.models import ApiKey, Tenant
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import api_key_create
 from memory.models import Memory, PromotionJob, SessionTurn
-from memory.services import memory_remember, session_append
+from memory.services import memory_remember
+from memory.session_tier import session_append
 from projects.models import Project
 
 TENANT_COUNT = 3

@@ -17,7 +17,7 @@ from loopmem.http.request_id import RequestIdFilter
 from loopmem.observability.json_logs import JsonFormatter
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_set_provider
-from memory import services
+from memory import embedding
 from memory.promotion import jobs as promotion
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 
@@ -162,7 +162,7 @@ def test_no_secret_key_or_memory_text_reaches_a_log_line(captured, client_for, a
     )
     failing = remember(agent, f"second {written['memory text']}")
     with pytest.raises(Exception):  # noqa: B017, PT011  (whichever failure: what matters is what was logged)
-        services.memory_embed(memory_id=failing["id"])
+        embedding.memory_embed(memory_id=failing["id"])
     recall(agent, f"again {written['recall query']}")  # degrades to the fallback, logging why
     # A caller with a made-up key, and the real key used once more.
     assert client_for().get("/api/v1/memory", HTTP_AUTHORIZATION=f"Bearer {written['bad bearer']}").status_code == 401

@@ -16,7 +16,7 @@ from django.db import connections
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from memory import services
+from memory import embedding
 from memory.models import Memory, PromotionJob
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -55,7 +55,7 @@ async def embed(memory_id: str) -> None:
 
     def run() -> None:
         try:
-            services.memory_embed(memory_id=memory_id)
+            embedding.memory_embed(memory_id=memory_id)
         finally:
             connections.close_all()  # this worker thread's connection must not outlive the test
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory import services
+from memory import embedding
 from memory.models import Memory
 
 # Heavy reads run on the `heavy_read` alias: a second connection that sees only committed data.
@@ -24,7 +24,7 @@ def embed_pending() -> int:
     """What the embedding worker does after each write."""
     pending = list(Memory.objects.filter(embedding__isnull=True).values_list("id", flat=True))
     for memory_id in pending:
-        services.memory_embed(memory_id=str(memory_id))
+        embedding.memory_embed(memory_id=str(memory_id))
     return len(pending)
 
 

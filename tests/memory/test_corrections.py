@@ -12,8 +12,8 @@ from django.test import override_settings
 from loopmem.embedding.work_queue import Keys
 from loopmem.redis.client import redis_client
 from loopmem.tenancy.services import tenant_halt
-from memory import services
 from memory.models import Memory
+from memory.writer import SubjectWriter
 from tests.conftest import error
 from tests.memory.conftest import embed_pending, remember
 
@@ -236,7 +236,7 @@ def test_a_promoted_memory_corrected_with_the_same_text_embeds(agent):
 def test_of_two_concurrent_corrections_exactly_one_wins_the_other_is_409(agent, monkeypatch):
     old = remember(agent, "v1")
     first_inside = threading.Event()
-    insert = services._insert_memory
+    insert = SubjectWriter.insert
 
     def slow_insert(*args, **kwargs):
         # The first writer holds its transaction open after writing its version: the second must wait on the
@@ -247,7 +247,7 @@ def test_of_two_concurrent_corrections_exactly_one_wins_the_other_is_409(agent, 
             time.sleep(0.5)
         return memory
 
-    monkeypatch.setattr(services, "_insert_memory", slow_insert)
+    monkeypatch.setattr(SubjectWriter, "insert", slow_insert)
     answers: dict[str, object] = {}
 
     def correct_to(text: str) -> None:

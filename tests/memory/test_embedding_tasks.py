@@ -10,7 +10,7 @@ from django.core.management import call_command
 from loopmem.embedding import embedders
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_set_provider
-from memory import services, tasks
+from memory import embedding, services, tasks
 from memory.models import Memory
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_the_sweep_recovers_a_write_whose_task_was_lost(scope, provider, tenant)
 
 def test_the_sweep_reembeds_rows_of_a_stale_model(scope, provider, tenant):
     memory = services.memory_remember(scope=scope, text="hello")
-    services.memory_embed(memory_id=str(memory.id))
+    embedding.memory_embed(memory_id=str(memory.id))
     Memory.objects.filter(id=memory.id).update(
         embedding_model="openai:old", updated_at=memory.updated_at.replace(year=2020)
     )
@@ -121,7 +121,7 @@ def test_run_sweep_embedding_command(scope, provider, capsys):
 
 def test_reembed_migrates_a_tenant_to_its_new_model(scope, tenant, provider, capsys, monkeypatch):
     for n in range(5):
-        services.memory_embed(memory_id=str(services.memory_remember(scope=scope, text=f"t{n}").id))
+        embedding.memory_embed(memory_id=str(services.memory_remember(scope=scope, text=f"t{n}").id))
     monkeypatch.setitem(embedders.DEFAULT_MODELS, "hashing", "v2")
     tenant_set_provider(tenant=tenant, embedding_model="v2")
     call_command("reembed", "--tenant", "acme", "--json", "--batch-size", "2")

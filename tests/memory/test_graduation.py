@@ -16,7 +16,7 @@ from loopmem.embedding import embedders
 from loopmem.redis.client import redis_client
 from loopmem.runtime.task_queue import broker_lists
 from loopmem.tenancy.scope import Scope
-from memory import graduation, services
+from memory import embedding, graduation, recall_bump, services
 from memory.graduation import memory_graduation_sweep
 from memory.models import Memory
 from tests.conftest import error
@@ -60,10 +60,10 @@ def test_a_healthy_recall_bumps_once_per_cooldown(agent, memory):
 
 
 def test_the_conditional_update_holds_the_cooldown_without_redis(tenant, memory):
-    first = services.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[memory["id"], "not-a-uuid"])
-    second = services.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[memory["id"]])
+    first = recall_bump.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[memory["id"], "not-a-uuid"])
+    second = recall_bump.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[memory["id"]])
     assert (first, second) == (1, 0)
-    assert services.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[]) == 0
+    assert recall_bump.memory_bump_recall_counts(tenant_id=tenant.id, memory_ids=[]) == 0
 
 
 def test_weak_matches_do_not_bump(agent, memory):
@@ -93,16 +93,16 @@ def test_a_full_bump_queue_drops_the_bump_and_frees_its_cooldown(agent, memory, 
     client = redis_client()
     dropped = lambda: REGISTRY.get_sample_value("loopmem_recall_bumps_dropped_total") or 0.0  # noqa: E731
     before = dropped()
-    client.rpush(services.BUMP_QUEUE, "waiting-1", "waiting-2")  # two bump messages not yet taken by a worker
+    client.rpush(recall_bump.BUMP_QUEUE, "waiting-1", "waiting-2")  # two bump messages not yet taken by a worker
     try:
         recall(agent, TEXT)
         assert sent_tasks == []
         assert dropped() == before + 1
-        client.delete(*broker_lists(services.BUMP_QUEUE))  # the workers caught up
+        client.delete(*broker_lists(recall_bump.BUMP_QUEUE))  # the workers caught up
         recall(agent, TEXT)  # the dropped bump held no cooldown: this recall counts
         assert sent_tasks == [("memory.tasks.bump_recall_counts_task", (memory["tenant_id"], [memory["id"]]))]
     finally:
-        client.delete(*broker_lists(services.BUMP_QUEUE))
+        client.delete(*broker_lists(recall_bump.BUMP_QUEUE))
 
 
 def test_merged_recall_bumps_too(agent, memory):
@@ -262,7 +262,7 @@ def test_two_concurrent_first_graduations_with_different_scopes_serialise(agent,
 
 def hot(tenant, subject, text, recall_count):
     memory = services.memory_remember(scope=Scope(tenant_id=tenant.id, subject_id=subject), text=text)
-    services.memory_embed(memory_id=str(memory.id))
+    embedding.memory_embed(memory_id=str(memory.id))
     Memory.objects.filter(id=memory.id).update(recall_count=recall_count)
     return memory
 

@@ -319,7 +319,7 @@ def test_promoted_memories_are_invisible_to_other_subjects_and_tenants(
 
 def test_the_eval_subject_is_never_promoted(tenant, llm_tenant, fake_llm):
     scope = Scope(tenant_id=tenant.id, subject_id=EVAL_SUBJECT_ID)
-    from memory.services import session_append
+    from memory.session_tier import session_append
 
     for content in ("a", "b"):
         session_append(scope=scope, session_id="e", role="fact", content=content)

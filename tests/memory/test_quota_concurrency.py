@@ -12,7 +12,8 @@ from django.test import override_settings
 from loopmem.errors import QuotaExceeded
 from loopmem.tenancy.scope import Scope
 from memory.models import Memory
-from memory.services import lock_subject_quota_and_count_live, memory_remember
+from memory.services import memory_remember
+from memory.writer import lock_subject_quota_and_count_live
 
 WRITERS = 8
 ATTEMPTS_EACH = 3

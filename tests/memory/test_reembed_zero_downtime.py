@@ -16,8 +16,8 @@ from loopmem.embedding import embedders
 from loopmem.embedding.pipeline import reembed_pending, reembed_swap
 from loopmem.models import Tenant
 from loopmem.tenancy.services import tenant_set_provider
+from memory.embedding import MEMORY_EMBEDDINGS
 from memory.models import Memory
-from memory.services import MEMORY_EMBEDDINGS
 from tests.factories import ArticleFactory
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 from loopmem.params import NOT_BLANK_PATTERN
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_halt
-from memory import selectors, services
+from memory import selectors, session_tier
 from memory.checks import promotion_ttl_invariant
 from memory.models import SessionTurn
 from tests.conftest import error
@@ -145,7 +145,7 @@ def test_concurrent_appends_get_distinct_ordered_seqs(tenant):
     def writer(n: int) -> None:
         try:
             for m in range(10):
-                services.session_append(scope=scope, session_id="s", role="user", content=f"{n}-{m}")
+                session_tier.session_append(scope=scope, session_id="s", role="user", content=f"{n}-{m}")
         finally:
             connection.close()
 
@@ -179,7 +179,7 @@ def test_prune_deletes_only_expired_turns_across_tenants_in_batches(tenant, othe
         for when in [past] * 1250 + [future] * 3
     ]
     SessionTurn.objects.bulk_create(turns)
-    assert services.session_prune(batch_size=1000) == 2500
+    assert session_tier.session_prune(batch_size=1000) == 2500
     assert SessionTurn.objects.count() == 6
     assert not SessionTurn.objects.filter(expires_at__lt=timezone.now()).exists()
 

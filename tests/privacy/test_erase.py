@@ -19,6 +19,7 @@ from loopmem.redis.client import redis_client
 from loopmem.tenancy.audit import Actor, audit_hash
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_set_provider
+from memory import recall_bump, session_tier
 from memory import services as memory_services
 from memory.models import Memory, PromotionJob, SessionPromotion, SessionTurn
 from memory.promotion import jobs as promotion
@@ -158,7 +159,7 @@ def make_rows(tenant, subject_id=SUBJECT, memories=5, turns=3):
     for n in range(memories):
         memory_services.memory_remember(scope=scope, text=f"fact {n} of {subject_id}")
     for n in range(turns):
-        memory_services.session_append(scope=scope, session_id="s-1", role="user", content=f"turn {n}")
+        session_tier.session_append(scope=scope, session_id="s-1", role="user", content=f"turn {n}")
 
 
 class Killed(Exception):
@@ -236,7 +237,7 @@ def test_erase_tenant_removes_every_subject_and_leaves_other_tenants(tenant, oth
 def test_erase_tenant_removes_the_tenants_recall_keys_in_redis(tenant, other_tenant):
     history.mark_shown(tenant_id=tenant.id, subject_id="a", session_id="s", ids=["x"])
     history.mark_shown(tenant_id=other_tenant.id, subject_id="a", session_id="s", ids=["x"])
-    redis_client().set(memory_services.recall_bump_key(tenant.id, uuid.uuid4()), 1, ex=60)
+    redis_client().set(recall_bump.recall_bump_key(tenant.id, uuid.uuid4()), 1, ex=60)
     mine, theirs = Keys("memories", tenant.id), Keys("memories", other_tenant.id)
     redis_client().rpush(mine.pending, str(uuid.uuid4()))  # a queued embedding
     redis_client().rpush(theirs.pending, str(uuid.uuid4()))

@@ -11,7 +11,7 @@ from loopmem.management.operator import OperatorCommand
 from loopmem.models import Tenant
 from loopmem.runtime.progress import progress_bar
 from loopmem.tenancy.services import tenant_get, tenant_set_provider
-from memory.services import MEMORY_EMBEDDINGS
+from memory.embedding import MEMORY_EMBEDDINGS
 
 # Untyped beyond EmbeddedTable: the loop treats memories and articles alike.
 TABLES: tuple[EmbeddedTable[Any], ...] = (MEMORY_EMBEDDINGS, ARTICLE_EMBEDDINGS)

@@ -5,9 +5,10 @@ from typing import Any
 from knowledge.services import ARTICLE_EMBEDDINGS
 from loopmem.embedding.pipeline import sweep
 from loopmem.management.operator import OperatorCommand
+from memory.embedding import MEMORY_EMBEDDINGS
 from memory.graduation import memory_graduation_sweep
 from memory.promotion.jobs import promotion_sweep
-from memory.services import MEMORY_EMBEDDINGS, session_prune
+from memory.session_tier import session_prune
 
 SWEEPS = ("embedding", "prune", "promotion", "graduation")
 
