@@ -15,7 +15,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from knowledge.models import MAX_BODY_BYTES, MAX_IDEMPOTENCY_KEY_LENGTH, MAX_TITLE_LENGTH, Article
-from knowledge.selectors import MAX_QUERY_LENGTH, SEARCH_MODES
+from knowledge.selectors import SEARCH_MODES
 from knowledge.serializers import ArticleOut, ArticlePatchIn, ArticleProposeIn, ArticleSummaryOut
 from knowledge.tags import MAX_TAG_LENGTH, MAX_TAGS
 from loopmem.errors import (
@@ -29,9 +29,9 @@ from loopmem.errors import (
     SecretDetected,
     ValidationFailed,
 )
-from loopmem.http.inputs import TextField
+from loopmem.http.inputs import QUERY_PATTERN, TextField
 from loopmem.http.openapi import OUTCOME, PAGE_PARAMETERS, ROW_ID, data_envelope, page, project_id_parameter, responses
-from loopmem.params import NOT_BLANK_PATTERN, trimmed_text_pattern
+from loopmem.params import MAX_QUERY_CHARS, NOT_BLANK_PATTERN, trimmed_text_pattern
 
 # What the service accepts (knowledge.services, knowledge.tags): the serializers check only shapes.
 TAGS_SCHEMA: dict[str, Any] = {
@@ -123,6 +123,11 @@ def proposal_out(**kwargs: Any) -> Any:
 
 
 PROPOSAL_OUT = proposal_out()
+# A proposal's answers (a propose, a graduation): 201 when the novelty gate let the article be created, else 200.
+PROPOSAL_ANSWERS: dict[int | tuple[int, str], Any] = {
+    200: OpenApiResponse(PROPOSAL_OUT, description="not created (the novelty gate's verdict says why)"),
+    201: OpenApiResponse(PROPOSAL_OUT, description="an article was created"),
+}
 
 SEARCH_OUT = inline_serializer(
     "KnowledgeSearchOut",
@@ -170,10 +175,7 @@ article_schema = extend_schema_view(
     create=extend_schema(
         request=ArticleProposeBodyIn,
         responses=responses(
-            {
-                200: OpenApiResponse(PROPOSAL_OUT, description="not created (the novelty gate's verdict says why)"),
-                201: OpenApiResponse(PROPOSAL_OUT, description="an article was created"),
-            },
+            PROPOSAL_ANSWERS,
             ValidationFailed,
             InvalidProjectId,
             DuplicateTitle,
@@ -220,8 +222,8 @@ search_schema = extend_schema_view(
                 "q",
                 str,
                 required=True,
-                pattern=trimmed_text_pattern(MAX_QUERY_LENGTH),
-                description=f"not blank, at most {MAX_QUERY_LENGTH} characters once trimmed (400 `bad_request`); "
+                pattern=QUERY_PATTERN,
+                description=f"not blank, at most {MAX_QUERY_CHARS} characters once trimmed (400 `bad_request`); "
                 "`query` is an alias",
             ),
             OpenApiParameter("mode", str, enum=[*SEARCH_MODES, ""], description="blank is combined"),

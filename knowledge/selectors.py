@@ -33,7 +33,6 @@ SearchMode = Literal["keyword", "semantic", "combined"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("keyword", "semantic", "combined")
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 50
-MAX_QUERY_LENGTH = 500
 
 
 # --- list and get --------------------------------------------------------------------------------------

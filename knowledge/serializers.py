@@ -7,11 +7,24 @@ from typing import Any
 from rest_framework import serializers
 
 from knowledge.models import Article
-from knowledge.selectors import DEFAULT_SEARCH_LIMIT, MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT, SEARCH_MODES
+from knowledge.selectors import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_MODES
 from knowledge.services import CREATE_STATUSES
 from loopmem.errors import BadRequest
-from loopmem.http.inputs import ProjectIdField, TextField, WireField
-from loopmem.params import MAX_OFFSET, clamp, lenient_int
+from loopmem.http.inputs import ProjectIdField, QueryField, TextField, WireField, split_tags
+from loopmem.params import MAX_OFFSET, MAX_QUERY_CHARS, clamp, lenient_int
+
+# --- An article's title, body and tags: one rule each, for a proposal and a patch alike --------------------------
+# Shapes only: a blank title or body passes here, and the service says "must not be blank" for every writer alike.
+
+
+def article_text(**kwargs: Any) -> TextField:
+    """A title or a body: text as sent (the service trims and counts it)."""
+    return TextField(allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+def article_tags(**kwargs: Any) -> serializers.ListField:
+    """An article's tags: a list of strings as sent (the service normalises and bounds them)."""
+    return serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False, **kwargs)
 
 
 class ArticleProposeIn(serializers.Serializer):  # type: ignore[type-arg]  # plain input serializer
@@ -22,11 +35,11 @@ class ArticleProposeIn(serializers.Serializer):  # type: ignore[type-arg]  # pla
     """
 
     project_id = ProjectIdField()  # first: a malformed project id is refused before anything else
-    # Blank title and body pass here: the service says "must not be blank" for every writer alike.
-    title = TextField(allow_blank=True, trim_whitespace=False)
-    body = TextField(allow_blank=True, trim_whitespace=False)
+    title = article_text()
+    body = article_text()
     category = serializers.ChoiceField(choices=Article.Category.choices)
-    tags = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False, default=list)
+    tags = article_tags(default=list)
+    # An article is born in one of the creation statuses only (a patch may move it to any other).
     status = serializers.ChoiceField(choices=CREATE_STATUSES, default=Article.Status.DRAFT)
     visibility = serializers.ChoiceField(choices=Article.Visibility.choices, required=False, allow_null=True)
     metadata = serializers.DictField(required=False, allow_null=True)
@@ -51,27 +64,29 @@ def _choice(name: str, choices: list[str]) -> WireField:
     return WireField(rule, schema={"type": "string", "enum": [*choices, ""], "description": "blank is absent"})
 
 
-class TagsField(serializers.Field):  # type: ignore[type-arg]
-    """`tags=a,b` (or repeated `tags=`): trimmed, lowercased, blanks dropped."""
+class ArticleTagsFilterField(serializers.Field):  # type: ignore[type-arg]
+    """Tags an article must all carry, as a query string gives them (`split_tags`): normalised as stored tags are
+    (trimmed, lowercased, deduplicated), blanks dropped; unbounded, as a tag no article has only matches none."""
 
     def get_value(self, dictionary: Any) -> Any:
-        return dictionary.getlist(self.field_name) if hasattr(dictionary, "getlist") else dictionary.get("tags", [])
+        if hasattr(dictionary, "getlist"):
+            return dictionary.getlist(self.field_name)
+        return dictionary.get(self.field_name, [])
 
     def to_internal_value(self, data: Any) -> list[str]:
         raw = [data] if isinstance(data, str) else list(data or [])
-        return list(dict.fromkeys(t.strip().lower() for value in raw for t in str(value).split(",") if t.strip()))
+        return list(dict.fromkeys(tag.strip().lower() for tag in split_tags(raw) if tag.strip()))
 
     def to_representation(self, value: Any) -> Any:
         return value
 
 
-def _search_query(value: object) -> str:
-    query = (value if isinstance(value, str) else "").strip()
-    if not query:
-        raise BadRequest("Query parameter 'q' is required and cannot be empty")
-    if len(query) > MAX_QUERY_LENGTH:
-        raise BadRequest(f"Query parameter 'q' exceeds maximum length of {MAX_QUERY_LENGTH} characters")
-    return query
+def _query_missing() -> BadRequest:
+    return BadRequest("Query parameter 'q' is required and cannot be empty")
+
+
+def _query_too_long() -> BadRequest:
+    return BadRequest(f"Query parameter 'q' exceeds maximum length of {MAX_QUERY_CHARS} characters")
 
 
 def _mode(value: object) -> str:
@@ -87,17 +102,18 @@ class ArticleListIn(serializers.Serializer):  # type: ignore[type-arg]
     project_id = ProjectIdField()
     status = _choice("status", Article.Status.values)
     category = _choice("category", Article.Category.values)
-    tags = TagsField(required=False, default=list)
+    tags = ArticleTagsFilterField(required=False, default=list)
 
 
 class KnowledgeSearchIn(serializers.Serializer):  # type: ignore[type-arg]
     """GET /api/v1/knowledge/search query parameters, checked in this order."""
 
     project_id = ProjectIdField()
-    query = WireField(_search_query)  # `q`, or its alias `query`: see `knowledge_search_params`
+    # `q`, or its alias `query` (knowledge.api joins them); its schema is the `q` parameter's (knowledge.schema).
+    query = QueryField(missing=_query_missing, too_long=_query_too_long)
     mode = WireField(_mode, schema={"type": "string", "enum": [*SEARCH_MODES, ""]})
     category = _choice("category", Article.Category.values)
-    tags = TagsField(required=False, default=list)
+    tags = ArticleTagsFilterField(required=False, default=list)
     limit = WireField(lambda v: clamp(lenient_int(v, DEFAULT_SEARCH_LIMIT), 1, MAX_SEARCH_LIMIT))
     offset = WireField(lambda v: clamp(lenient_int(v, 0), 0, MAX_OFFSET))
 
@@ -105,9 +121,9 @@ class KnowledgeSearchIn(serializers.Serializer):  # type: ignore[type-arg]
 class ArticlePatchIn(serializers.Serializer):  # type: ignore[type-arg]  # plain input serializer
     """PATCH /api/v1/knowledge/articles/:id; absent fields stay as they are."""
 
-    title = TextField(required=False, allow_blank=True, trim_whitespace=False)
-    body = TextField(required=False, allow_blank=True, trim_whitespace=False)
-    tags = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False)
+    title = article_text(required=False)
+    body = article_text(required=False)
+    tags = article_tags()
     status = serializers.ChoiceField(choices=Article.Status.choices, required=False)
 
 

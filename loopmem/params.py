@@ -1,11 +1,13 @@
 """The wire's rules, once each and free of DRF (services and selectors may use them too): the canonical UUID,
-`project_id`, the session-id rule, and lenient limits, offsets and flags read the reference's way."""
+`project_id`, the session-id rule, the search-query rule, and lenient limits, offsets and flags read the
+reference's way."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 from loopmem.errors import InvalidProjectId, NotFound
 
@@ -13,6 +15,8 @@ from loopmem.errors import InvalidProjectId, NotFound
 MAX_OFFSET = 10**9
 # A session id is opaque to the service: at most this many bytes of UTF-8, refused (never truncated) beyond.
 MAX_SESSION_ID_BYTES = 200
+# A search query (merged recall, knowledge search) is at most this many characters once trimmed.
+MAX_QUERY_CHARS = 500
 DEFAULT_PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200
 
@@ -53,6 +57,14 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
     return uuid.UUID(text) if _CANONICAL_UUID.fullmatch(text) else None
 
 
+def canonical_uuid_or(value: object, error: Callable[[], Exception]) -> uuid.UUID:
+    """`canonical_uuid`, where anything else is the caller's own error (each id has its own code)."""
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise error()
+    return parsed
+
+
 def project_id_from(value: object) -> uuid.UUID | None:
     """None, "" or whitespace → None (global); a canonical hyphenated UUID → it; anything else → 422."""
     if value is None or (isinstance(value, str) and value.strip() == ""):
@@ -65,10 +77,7 @@ def project_id_from(value: object) -> uuid.UUID | None:
 
 def path_id(value: object) -> uuid.UUID:
     """A row id from a URL path: a canonical UUID, else 404 like any id that is not there (no existence oracle)."""
-    parsed = canonical_uuid(value)
-    if parsed is None:
-        raise NotFound()
-    return parsed
+    return canonical_uuid_or(value, NotFound)
 
 
 def session_id_problem(value: object) -> str | None:
@@ -76,6 +85,15 @@ def session_id_problem(value: object) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return "missing"
     if len(value.encode()) > MAX_SESSION_ID_BYTES:
+        return "too_long"
+    return None
+
+
+def query_problem(value: object) -> Literal["missing", "too_long"] | None:
+    """The one search-query rule: text, not blank, at most 500 characters once trimmed (the query is trimmed)."""
+    if not isinstance(value, str) or not value.strip():
+        return "missing"
+    if len(value.strip()) > MAX_QUERY_CHARS:
         return "too_long"
     return None
 

@@ -16,7 +16,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
-from knowledge.schema import PROPOSAL_OUT
+from knowledge.schema import PROPOSAL_ANSWERS
 from loopmem.errors import (
     AlreadyGraduated,
     AlreadySuperseded,
@@ -39,7 +39,7 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.http import idempotency
-from loopmem.http.inputs import ProjectIdField, TagsField, TextField, session_id_schema
+from loopmem.http.inputs import DATETIME_OR_DATE_SCHEMA, ProjectIdField, TagsField, TextField, session_id_schema
 from loopmem.http.openapi import (
     BODY,
     BODY_REQUIRED,
@@ -59,7 +59,6 @@ from memory.envelopes import EXPORT_CONTENT_TYPE
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS
 from memory.models import MAX_TEXT_BYTES, Memory
 from memory.serializers import (
-    FILTER_TIME_SCHEMA,
     MAX_BATCH,
     BatchIn,
     GraduateIn,
@@ -204,8 +203,8 @@ FILTER_PARAMETERS = [
         description='JSON object the metadata must contain (`@>`), e.g. {"lang":"py"}; blank is no filter; '
         "any other JSON (or text that is not JSON) is 422",
     ),
-    OpenApiParameter("created_after", FILTER_TIME_SCHEMA, description="ISO 8601 datetime or date; strictly after"),
-    OpenApiParameter("created_before", FILTER_TIME_SCHEMA, description="ISO 8601 datetime or date; before"),
+    OpenApiParameter("created_after", DATETIME_OR_DATE_SCHEMA, description="ISO 8601 datetime or date; strictly after"),
+    OpenApiParameter("created_before", DATETIME_OR_DATE_SCHEMA, description="ISO 8601 datetime or date; before"),
     OpenApiParameter(
         "min_confidence",
         {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "string", "enum": [""]}]},
@@ -385,10 +384,7 @@ memory_schema = extend_schema_view(
     graduate=extend_schema(
         request=GraduateIn,
         responses=responses(
-            {
-                200: OpenApiResponse(PROPOSAL_OUT, description="not created (the novelty gate's verdict says why)"),
-                201: OpenApiResponse(PROPOSAL_OUT, description="an article was created"),
-            },
+            PROPOSAL_ANSWERS,
             InvalidMemoryId,
             InvalidReScope,
             NotFound,

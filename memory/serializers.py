@@ -1,20 +1,16 @@
-"""Memory wire shapes (reference §2.1): input for remember, output for every read."""
+"""Memory wire shapes (reference §2.1): input for every memory endpoint, output for every read.
+
+The generic fields (text, numbers, times, JSON objects, tags, ids) are the input layer's (`loopmem.http.inputs`);
+an import body is read by `memory.import_body`.
+"""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime, time
-from typing import Any
+from typing import Any, ClassVar
 
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import empty
-from rest_framework.utils import html
 
 from loopmem.errors import (
     InvalidMemoryId,
@@ -24,33 +20,28 @@ from loopmem.errors import (
     MissingSessionId,
     ValidationFailed,
 )
-from loopmem.http.edge import loads_json
 from loopmem.http.inputs import (
     FlagField,
+    IsoDateTimeField,
+    IsoDateTimeOrDateField,
+    JSONObjectField,
     LenientIntField,
+    OptionalUUIDField,
     ProjectIdField,
+    QueryTagsField,
     SessionIdField,
+    StrictFloatField,
     TagsField,
     TextField,
     WireField,
     session_id_schema,
 )
-from loopmem.params import MAX_SESSION_ID_BYTES, canonical_uuid, session_id_problem
+from loopmem.params import MAX_SESSION_ID_BYTES, canonical_uuid_or, session_id_problem
 from memory.filters import MAX_FILTER_TAG_LENGTH, MAX_FILTER_TAGS, MemoryFilters
+from memory.importing import ImportRow
 from memory.models import MAX_TEXT_BYTES, Memory, PromotionJob, SessionTurn
 from memory.recall_modes import DEFAULT_MODE, RECALL_MODES, RecallMode
 from memory.selectors import DEFAULT_RECALL_K
-from memory.services import ImportRow
-
-
-class StrictFloatField(serializers.FloatField):
-    """A number (or numeric string), but never a boolean."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool):
-            self.fail("invalid")
-        return float(super().to_internal_value(data))
-
 
 TIERS = ("long_term", "session")
 
@@ -78,21 +69,19 @@ class TierIn(serializers.Serializer):  # type: ignore[type-arg]
 # --- A memory's writable fields: one definition each, for remember, import lines and corrections alike ---------
 
 
-def memory_text(*, required: bool = True) -> TextField:
-    return TextField(trim_whitespace=False, required=required)
-
-
-def memory_confidence(**kwargs: Any) -> StrictFloatField:
-    return StrictFloatField(min_value=0.0, max_value=1.0, **kwargs)
-
-
 def memory_metadata() -> serializers.DictField:
+    """A memory's or a turn's metadata: any JSON object; null is empty (`validate_metadata`)."""
     return serializers.DictField(required=False, allow_null=True)
 
 
-class MemoryFieldRules:
-    """The rules after parsing, shared by every serializer declaring the fields above (DRF calls `validate_<name>`):
-    text is not blank and at most 100,000 bytes; null tags and metadata are empty."""
+class MemoryFieldsIn(serializers.Serializer):  # type: ignore[type-arg]
+    """What a memory is written with: text not blank and at most 100,000 bytes, a confidence in 0..1 (1 when
+    absent), bounded tags and metadata, null tags and metadata being empty."""
+
+    text = TextField(trim_whitespace=False)
+    confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
+    tags = TagsField()
+    metadata = memory_metadata()
 
     def validate_text(self, value: str) -> str:
         return validate_text_bytes(value)
@@ -104,35 +93,41 @@ class MemoryFieldRules:
         return value or {}
 
 
-class RememberIn(MemoryFieldRules, serializers.Serializer):  # type: ignore[type-arg]
+class RememberIn(MemoryFieldsIn):
     """POST /api/v1/memory, long-term tier."""
 
-    text = memory_text()
-    confidence = memory_confidence(default=1.0)
-    tags = TagsField()
-    metadata = memory_metadata()
     source_session_id = TextField(max_length=200, required=False, allow_null=True, allow_blank=True)
 
     def validate_source_session_id(self, value: str | None) -> str | None:
         return value or None
 
 
-class MemoryOut(serializers.ModelSerializer):  # type: ignore[type-arg]
-    """memory_data: never the embedding."""
+# Where a memory or a session turn lives, first in every answer that shows one.
+ROW_FIELDS = ["id", "tier", "tenant_id", "subject_id", "project_id"]
+
+
+# No docstring: the OpenAPI components of its subclasses would take it as their description.
+class _TierRowOut(serializers.ModelSerializer):  # type: ignore[type-arg]
+    tier_name: ClassVar[str]
 
     tier = serializers.SerializerMethodField()
     tenant_id = serializers.UUIDField(read_only=True)
     project_id = serializers.UUIDField(read_only=True, allow_null=True)
+
+    def get_tier(self, row: Memory | SessionTurn) -> str:
+        return self.tier_name
+
+
+class MemoryOut(_TierRowOut):
+    """memory_data: never the embedding."""
+
+    tier_name = "long_term"
     superseded_by = serializers.UUIDField(source="superseded_by_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Memory
         fields = [
-            "id",
-            "tier",
-            "tenant_id",
-            "subject_id",
-            "project_id",
+            *ROW_FIELDS,
             "text",
             "confidence",
             "source",
@@ -144,9 +139,6 @@ class MemoryOut(serializers.ModelSerializer):  # type: ignore[type-arg]
             "updated_at",
         ]
 
-    def get_tier(self, memory: Memory) -> str:
-        return "long_term"
-
 
 @extend_schema_field(
     {
@@ -155,27 +147,8 @@ class MemoryOut(serializers.ModelSerializer):  # type: ignore[type-arg]
         "description": "ISO 8601 (naive means UTC); null or blank is the server's default",
     }
 )
-class ExpiresAtField(serializers.Field):  # type: ignore[type-arg]
-    """null or "" → None (server default); an ISO 8601 datetime (naive means UTC) → aware datetime."""
-
-    default_error_messages = {"invalid": "must be an ISO 8601 datetime, got {value!r}"}
-
-    def to_internal_value(self, data: Any) -> datetime | None:
-        if data is None or data == "":
-            return None
-        try:
-            parsed = parse_datetime(data) if isinstance(data, str) else None
-            if parsed is None:
-                self.fail("invalid", value=data)
-            assert parsed is not None
-            aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-            # Year 0 does not parse; an offset past the calendar's end only overflows when made UTC: both are 422.
-            return aware.astimezone(UTC)
-        except (ValueError, OverflowError):
-            self.fail("invalid", value=data)
-
-    def to_representation(self, value: datetime) -> str:
-        return value.isoformat()
+class ExpiresAtField(IsoDateTimeField):
+    """A turn's expiry; none (null or "") is the server's default."""
 
 
 @extend_schema_field(session_id_schema(required=True))
@@ -221,7 +194,9 @@ class SessionIdIn(serializers.Serializer):  # type: ignore[type-arg]
         return validate_session_id(value)
 
 
-def _query(value: object) -> str:
+def _recall_query(value: object) -> str:
+    """A memory recall's query: any text, untrimmed and unbounded; absent or null is empty (the search-query rule
+    of merged recall and knowledge search does not apply)."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -230,10 +205,8 @@ def _query(value: object) -> str:
 
 
 def _memory_id(value: object) -> str:
-    parsed = canonical_uuid(value)
-    if parsed is None:
-        raise InvalidMemoryId()
-    return str(parsed)
+    # As text: the graduation service reads it as it reads a path's id.
+    return str(canonical_uuid_or(value, InvalidMemoryId))
 
 
 def _re_scope(value: object) -> str:
@@ -243,97 +216,6 @@ def _re_scope(value: object) -> str:
 
 
 # --- Filters (recall, merged recall, list) ---------------------------------------------------------------------
-
-
-class FilterTagsField(serializers.ListField):
-    """A list of tags; in a query string, repeated (`?tags=a&tags=b`) and/or comma-separated (`?tags=a,b`)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            child=TextField(max_length=MAX_FILTER_TAG_LENGTH, trim_whitespace=False),
-            required=False,
-            allow_null=True,
-            max_length=MAX_FILTER_TAGS,
-            **kwargs,
-        )
-
-    def get_value(self, dictionary: Any) -> Any:
-        if html.is_html_input(dictionary):
-            values = dictionary.getlist(self.field_name)
-            if not values:
-                return empty
-            parts = [part for value in values for part in str(value).split(",")]
-            # Empty parts (`a,,b`, a bare `tags=`) narrow nothing, but they count toward the bound: more parts
-            # than it is a flood however many are empty.
-            return parts if len(parts) > MAX_FILTER_TAGS else [part for part in parts if part != ""]
-        return super().get_value(dictionary)
-
-    def to_internal_value(self, data: Any) -> list[Any]:
-        # The bound first, so a flood of empty parts is refused for its size, not item by item.
-        if isinstance(data, list) and len(data) > MAX_FILTER_TAGS:
-            self.fail("max_length", max_length=MAX_FILTER_TAGS)
-        return list(super().to_internal_value(data))
-
-
-@extend_schema_field(OpenApiTypes.OBJECT)
-class JSONObjectField(serializers.Field):  # type: ignore[type-arg]
-    """A JSON object, or (in a query string) its JSON text."""
-
-    default_error_messages = {"invalid": "must be a JSON object"}
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if isinstance(data, str):
-            try:
-                data = loads_json(data, where=f"query.{self.field_name}")
-            except ValueError:
-                self.fail("invalid")
-        if not isinstance(data, dict):
-            self.fail("invalid")
-        return dict(data)
-
-    def to_representation(self, value: Any) -> Any:
-        return value
-
-
-# A time filter: an ISO 8601 datetime or date; blank is no filter (the body field and the query parameter alike).
-FILTER_TIME_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"type": "string", "format": "date-time"},
-        {"type": "string", "format": "date"},
-        {"type": "string", "enum": [""]},
-    ]
-}
-
-
-@extend_schema_field(FILTER_TIME_SCHEMA)
-class FilterDateTimeField(serializers.Field):  # type: ignore[type-arg]
-    """An ISO 8601 datetime or date (naive means UTC; a date is its midnight); blank means no filter."""
-
-    default_error_messages = {"invalid": "must be an ISO 8601 datetime or date, got {value!r}"}
-
-    def to_internal_value(self, data: Any) -> datetime | None:
-        if data is None or data == "":
-            return None
-        parsed: datetime | None = None
-        if isinstance(data, str):
-            try:
-                parsed = parse_datetime(data.strip())
-                if parsed is None and (day := parse_date(data.strip())) is not None:
-                    parsed = datetime.combine(day, time.min)
-            except ValueError:
-                parsed = None
-        if parsed is None:
-            self.fail("invalid", value=data)
-        assert parsed is not None
-        aware = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-        try:
-            # In UTC: PostgreSQL refuses an offset past ±15:59 that Python accepts (up to ±23:59).
-            return aware.astimezone(UTC)
-        except OverflowError:
-            self.fail("invalid", value=data)
-
-    def to_representation(self, value: datetime) -> str:
-        return value.isoformat()
 
 
 FILTER_FIELDS = ("tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence")
@@ -346,15 +228,15 @@ class MemoryFiltersIn(serializers.Serializer):  # type: ignore[type-arg]
     filter is 422 `validation_failed` naming its field.
     """
 
-    tags = FilterTagsField()
-    tags_any = FilterTagsField()
+    tags = QueryTagsField(max_tags=MAX_FILTER_TAGS, max_length=MAX_FILTER_TAG_LENGTH)
+    tags_any = QueryTagsField(max_tags=MAX_FILTER_TAGS, max_length=MAX_FILTER_TAG_LENGTH)
     metadata = JSONObjectField(required=False, allow_null=True)
     # The metaclass collects declared fields, so this `source` never shadows Field.source at run time.
     source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=Memory.Source.choices, required=False, allow_null=True, allow_blank=True
     )
-    created_after = FilterDateTimeField(required=False, allow_null=True)
-    created_before = FilterDateTimeField(required=False, allow_null=True)
+    created_after = IsoDateTimeOrDateField(required=False, allow_null=True)
+    created_before = IsoDateTimeOrDateField(required=False, allow_null=True)
     min_confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -400,7 +282,9 @@ class RecallIn(MemoryFiltersIn):
     stops parsing at once), then the filters and the other fields."""
 
     project_id = ProjectIdField()
-    query = WireField(_query, schema={"type": "string", "nullable": True, "description": "422 `invalid_query` if not"})
+    query = WireField(
+        _recall_query, schema={"type": "string", "nullable": True, "description": "422 `invalid_query` if not"}
+    )
     limit = LenientIntField(DEFAULT_RECALL_K)
     include_superseded = FlagField()
     mode = WireField(recall_mode, schema=RECALL_MODE_SCHEMA)
@@ -442,17 +326,15 @@ class MemoryListIn(MemoryFiltersIn):
 
 # --- Corrections, batch, import --------------------------------------------------------------------------------
 
-PATCH_FIELDS = ("text", "confidence", "tags", "metadata")
+PATCH_FIELDS = ("text", "confidence", "tags", "metadata")  # MemoryFieldsIn's
 
 
-class MemoryPatchIn(MemoryFieldRules, serializers.Serializer):  # type: ignore[type-arg]
-    """PATCH /api/v1/memory/:id: at least one of the fields, each under remember's rules; any other field is
-    refused."""
+class MemoryPatchIn(MemoryFieldsIn):
+    """PATCH /api/v1/memory/:id: remember's fields under remember's rules, but partial (an absent field keeps its
+    value, so no default applies); at least one of them, and any other field is refused."""
 
-    text = memory_text(required=False)
-    confidence = memory_confidence(required=False)
-    tags = TagsField()
-    metadata = memory_metadata()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, partial=True, **kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
@@ -481,35 +363,6 @@ class ExportIn(serializers.Serializer):  # type: ignore[type-arg]
     include_superseded = FlagField()
 
 
-def _origin_id(value: object) -> uuid.UUID | None:
-    if value is None or value == "":
-        return None
-    parsed = canonical_uuid(value)
-    if parsed is None:
-        raise serializers.ValidationError("must be a canonical UUID")
-    return parsed
-
-
-@extend_schema_field(
-    {
-        "anyOf": [{"type": "string", "format": "uuid"}, {"type": "string", "enum": [""]}],
-        "nullable": True,
-        "description": "a canonical UUID; null or blank is none",
-    }
-)
-class OriginIdField(serializers.Field):  # type: ignore[type-arg]
-    """An id as the import file gives it (an export's own ids): a canonical UUID, or null or "" for none."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(required=False, allow_null=True, **kwargs)
-
-    def to_internal_value(self, data: Any) -> uuid.UUID | None:
-        return _origin_id(data)
-
-    def to_representation(self, value: Any) -> Any:
-        return value
-
-
 class ImportLineIn(RememberIn):
     """One memory of an import (an export line): a remember body plus the ids that rebuild its chain.
 
@@ -517,10 +370,10 @@ class ImportLineIn(RememberIn):
     every imported row has source `imported`. A `project_id` that is a project of your tenant is kept.
     """
 
-    id = OriginIdField()
-    superseded_by = OriginIdField()
-    supersedes = OriginIdField()
-    project_id = OriginIdField()
+    id = OptionalUUIDField()
+    superseded_by = OptionalUUIDField()
+    supersedes = OptionalUUIDField()
+    project_id = OptionalUUIDField()
 
     def row(self, line: int | None = None) -> ImportRow:
         data = self.validated_data
@@ -538,70 +391,13 @@ class ImportLineIn(RememberIn):
         )
 
 
-MAX_IMPORT_BYTES = 10 * 1024 * 1024
-MAX_IMPORT_ERRORS = 20
-
-
-def import_rows(raw: bytes) -> list[ImportRow]:
-    """An import body (NDJSON, or a JSON array of objects) → validated rows; any bad line is 422 for the whole
-    body (nothing is written), naming up to 20 lines (`line N`, 1-based) and their fields."""
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValidationFailed(details={"body": ["must be UTF-8 text"]}) from None
-    items: list[tuple[int, Any]] = []
-    # The edge's rules (NUL, lone surrogates, numbers jsonb cannot hold, depth) hold for imported lines too.
-    if text.lstrip().startswith("["):
-        try:
-            parsed = loads_json(text)
-        except ValueError as exc:
-            raise ValidationFailed(details={"body": [f"not a JSON array: {exc}"]}) from None
-        items = list(enumerate(parsed, start=1))
-    else:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                items.append((number, loads_json(line, where=f"line {number}")))
-            except ValueError:
-                raise ValidationFailed(details={f"line {number}": ["not valid JSON"]}) from None
-    rows: list[ImportRow] = []
-    errors: dict[str, Any] = {}
-    origins: set[uuid.UUID] = set()
-    for number, item in items:
-        if not isinstance(item, dict):
-            errors[f"line {number}"] = ["must be a JSON object"]
-        else:
-            parsed = ImportLineIn(data=item)
-            if not parsed.is_valid():
-                errors[f"line {number}"] = json.loads(json.dumps(parsed.errors))  # ErrorDetail → plain strings
-            else:
-                row = parsed.row(number)
-                if row.origin_id is not None and row.origin_id in origins:
-                    errors[f"line {number}"] = {"id": ["appears on an earlier line"]}
-                if row.origin_id is not None:
-                    origins.add(row.origin_id)
-                rows.append(row)
-        if len(errors) >= MAX_IMPORT_ERRORS:
-            break
-    if errors:
-        raise ValidationFailed(details=errors)
-    return rows
-
-
-class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
-    tier = serializers.SerializerMethodField()
-    tenant_id = serializers.UUIDField(read_only=True)
-    project_id = serializers.UUIDField(read_only=True, allow_null=True)
+class SessionTurnOut(_TierRowOut):  # its docstring would become its OpenAPI description, which has none
+    tier_name = "session"
 
     class Meta:
         model = SessionTurn
         fields = [
-            "id",
-            "tier",
-            "tenant_id",
-            "subject_id",
-            "project_id",
+            *ROW_FIELDS,
             "session_id",
             "role",
             "content",
@@ -610,9 +406,6 @@ class SessionTurnOut(serializers.ModelSerializer):  # type: ignore[type-arg]
             "seq",
             "inserted_at",
         ]
-
-    def get_tier(self, turn: SessionTurn) -> str:
-        return "session"
 
 
 class PromotionCountsOut(serializers.Serializer):  # type: ignore[type-arg]

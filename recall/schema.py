@@ -6,7 +6,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
@@ -28,29 +27,14 @@ from loopmem.errors import (
     ValidationFailed,
 )
 from loopmem.http.openapi import OUTCOME, data_envelope, responses
-from loopmem.params import trimmed_text_pattern
 from memory.schema import RECALL_OUT
 from memory.serializers import MemoryOut
-from recall.serializers import MAX_QUERY_CHARS, RecallContextIn, ReferencedIn
+from recall.serializers import RecallContextIn, ReferencedIn
 
 
-@extend_schema_field(
-    {
-        "type": "string",
-        "pattern": trimmed_text_pattern(MAX_QUERY_CHARS),
-        "description": f"not blank (422 `invalid_query`); at most {MAX_QUERY_CHARS} characters once trimmed "
-        "(422 `query_too_long`)",
-    }
-)
-class RecallQueryField(serializers.CharField):
-    """Documentation only: the query is trimmed before it is counted, which `maxLength` cannot state."""
-
-
+# RecallContextIn's fields as they are: a class of its own for the published component's name and description.
 class RecallContextBodyIn(RecallContextIn):
     """POST /api/v1/recall, as the schema shows it."""
-
-    # Documentation only (the service parses with RecallContextIn's field).
-    query = RecallQueryField()  # type: ignore[assignment]
 
 
 class ReferencedBodyIn(ReferencedIn):

@@ -14,28 +14,18 @@ from loopmem.errors import (
     QueryTooLong,
     TooManyArticleIds,
 )
-from loopmem.http.inputs import LenientIntField, ProjectIdField, SessionIdField, WireField
-from loopmem.params import NOT_BLANK_PATTERN, canonical_uuid
+from loopmem.http.inputs import LenientIntField, ProjectIdField, QueryField, SessionIdField, WireField
+from loopmem.params import MAX_QUERY_CHARS, canonical_uuid_or
 from memory.serializers import RECALL_MODE_SCHEMA, MemoryFiltersIn, recall_mode
 from recall.services import DEFAULT_LIMIT, MAX_REFERENCED
 
-MAX_QUERY_CHARS = 500
 
-
-def _query(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidQuery("The `query` field must be a non-blank string.")
-    query = value.strip()
-    if len(query) > MAX_QUERY_CHARS:
-        raise QueryTooLong()
-    return query
+def _blank_query() -> InvalidQuery:
+    return InvalidQuery("The `query` field must be a non-blank string.")
 
 
 def _recall_id(value: object) -> uuid.UUID:
-    parsed = canonical_uuid(value)
-    if parsed is None:
-        raise InvalidRecallId()
-    return parsed
+    return canonical_uuid_or(value, InvalidRecallId)
 
 
 def _article_ids(value: object) -> list[uuid.UUID]:
@@ -44,10 +34,7 @@ def _article_ids(value: object) -> list[uuid.UUID]:
         raise InvalidArticleIds()
     if len(value) > MAX_REFERENCED:
         raise TooManyArticleIds(details={"max": MAX_REFERENCED, "given": len(value)})
-    ids = [canonical_uuid(item) for item in value]
-    if any(i is None for i in ids):
-        raise InvalidArticleIds()
-    return [i for i in ids if i is not None]
+    return [canonical_uuid_or(item, InvalidArticleIds) for item in value]
 
 
 class RecallContextIn(MemoryFiltersIn):
@@ -55,17 +42,11 @@ class RecallContextIn(MemoryFiltersIn):
     into `filters`) narrow the memory half only."""
 
     project_id = ProjectIdField()
-    query = WireField(
-        _query,
-        required=True,
-        allow_null=False,
-        schema={
-            "type": "string",
-            "pattern": NOT_BLANK_PATTERN,
-            "maxLength": MAX_QUERY_CHARS,
-            "description": "not blank (422 `invalid_query`); at most 500 characters once trimmed "
-            "(422 `query_too_long`)",
-        },
+    query = QueryField(
+        missing=_blank_query,
+        too_long=QueryTooLong,
+        description=f"not blank (422 `invalid_query`); at most {MAX_QUERY_CHARS} characters once trimmed "
+        "(422 `query_too_long`)",
     )
     session_id = SessionIdField(missing=None, too_long=InvalidSessionId, strip=True)
     limit = LenientIntField(DEFAULT_LIMIT)

@@ -26,6 +26,7 @@ from loopmem.embedding import query_cache
 from loopmem.models import Tenant
 from loopmem.observability import metrics
 from loopmem.providers import circuit_breaker, clients
+from loopmem.providers.sdk_failures import SdkFailures, sdk_failures
 
 logger = logging.getLogger(__name__)
 
@@ -199,15 +200,20 @@ def _minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
+# A 429 is a provider error like any other: transient, with the provider's Retry-After.
+SDK_FAILURES = SdkFailures(
+    timeout=EmbeddingTimeout,
+    unreachable=EmbeddingRequestFailed,
+    http_error=lambda status, message, retry_after: EmbeddingProviderError(status, message, retry_after=retry_after),
+)
+
+
 class OpenAIEmbedder:
     """The real `openai` SDK against OpenAI or any compatible server (Azure, Ollama, vLLM, TEI)."""
 
     def __init__(self, spec: EmbedderSpec) -> None:
-        import openai
-
         if not spec.api_key:
             raise NoEmbeddingKey("no embedding API key is configured for this tenant or deployment")
-        self._openai = openai
         self._client = clients.openai_client(
             base_url=spec.base_url,
             api_key=spec.api_key,
@@ -217,20 +223,11 @@ class OpenAIEmbedder:
         self._model = spec.model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        openai = self._openai
         kwargs: dict[str, Any] = {"model": self._model, "input": list(texts)}
         if (dimensions := requested_dimensions(self._model)) is not None:
             kwargs["dimensions"] = dimensions
-        try:
+        with sdk_failures(SDK_FAILURES):
             response = self._client.embeddings.create(**kwargs)
-        except openai.APITimeoutError as exc:
-            raise EmbeddingTimeout(str(exc)) from exc
-        except openai.APIConnectionError as exc:
-            raise EmbeddingRequestFailed(str(exc)) from exc
-        except openai.APIStatusError as exc:
-            header = exc.response.headers.get("retry-after") if exc.response is not None else None
-            retry_after = clients.retry_after_seconds(header)
-            raise EmbeddingProviderError(exc.status_code, str(exc), retry_after=retry_after) from exc
         ordered = sorted(response.data, key=lambda item: item.index)
         return [list(item.embedding) for item in ordered]
 

@@ -7,11 +7,8 @@ own server (or picks another provider) must bring its own key, or that server wo
 
 from __future__ import annotations
 
-import email.utils
 import functools
-import math
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,19 +62,3 @@ def _openai_client(*, base_url: str, api_key: str, timeout: float, max_retries: 
     import openai  # the SDK is heavy to import; processes that never call a provider skip it
 
     return openai.OpenAI(api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=max_retries)
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """A provider's Retry-After in seconds: delta-seconds or an HTTP-date (RFC 9110 allows both); None when it is
-    missing, unreadable, negative or not finite (a wait of `inf` would park a task forever)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = max(when.timestamp() - time.time(), 0.0)
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None

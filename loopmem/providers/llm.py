@@ -19,6 +19,7 @@ from django.conf import settings
 
 from loopmem.models import Tenant
 from loopmem.providers import clients
+from loopmem.providers.sdk_failures import SdkFailures, sdk_failures
 
 if TYPE_CHECKING:
     import openai
@@ -71,6 +72,15 @@ class LLMProviderError(LLMFailure):
         return f"llm_provider_error_{self.status}"
 
 
+# A 429 is a wait, not a failed attempt (`LLMRateLimited`, with the Retry-After); any other HTTP error is a failure.
+SDK_FAILURES = SdkFailures(
+    timeout=LLMTimeout,
+    unreachable=LLMRequestFailed,
+    http_error=lambda status, message, retry_after: LLMProviderError(status, message),
+    rate_limited=lambda message, retry_after: LLMRateLimited(message, retry_after=retry_after),
+)
+
+
 @dataclass(frozen=True)
 class LLMSpec:
     """Which provider and model a tenant compiles with (its overrides over the deployment defaults)."""
@@ -115,7 +125,7 @@ def complete_json(spec: LLMSpec, *, system: str, user: str) -> str:
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
     endpoint = (spec.base_url, spec.model)
-    try:
+    with sdk_failures(SDK_FAILURES):
         if endpoint in _NO_JSON_MODE:
             response = _create(client, request)
         else:
@@ -126,15 +136,6 @@ def complete_json(spec: LLMSpec, *, system: str, user: str) -> str:
                     raise
                 _NO_JSON_MODE.add(endpoint)
                 response = _create(client, request)
-    except openai.APITimeoutError as exc:
-        raise LLMTimeout(str(exc)) from exc
-    except openai.APIConnectionError as exc:
-        raise LLMRequestFailed(str(exc)) from exc
-    except openai.RateLimitError as exc:
-        header = exc.response.headers.get("retry-after") if exc.response is not None else None
-        raise LLMRateLimited(str(exc), retry_after=clients.retry_after_seconds(header)) from exc
-    except openai.APIStatusError as exc:
-        raise LLMProviderError(exc.status_code, str(exc)) from exc
     choice = response.choices[0] if response.choices else None
     return (choice.message.content or "") if choice is not None else ""
 

@@ -13,8 +13,8 @@ from loopmem.management.operator import OperatorCommand
 from loopmem.runtime.progress import progress_bar
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_get
-from memory.serializers import MAX_IMPORT_BYTES, import_rows
-from memory.services import memory_import
+from memory.import_body import MAX_IMPORT_BYTES, import_rows
+from memory.importing import memory_import
 
 
 class Command(OperatorCommand):
