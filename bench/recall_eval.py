@@ -33,11 +33,11 @@ from loopmem.embedding.pipeline import backfill
 from loopmem.models import Tenant
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_create, tenant_set_provider
-from memory.answer_confidence import answer_confidence
+from memory.embedding import MEMORY_EMBEDDINGS
 from memory.models import Memory
 from memory.recall_modes import RECALL_MODES, RecallMode, recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
-from memory.services import MEMORY_EMBEDDINGS
+from memory.separation_grade import separation_grade
 
 DATASET = Path(settings.BASE_DIR) / "memory" / "recall_eval" / "dataset_v1.json"
 NO_ANSWER = "no_answer"
@@ -157,9 +157,9 @@ def ask(mode: RecallMode, scope: Scope, question: Question, embedding: QueryEmbe
 
 def confidence_of(mode: RecallMode, result: RecallResult) -> str:
     """The verdict the API gives (keyword, hybrid); for semantic, the same rule over its scores."""
-    if result.answer_confidence is not None:
-        return result.answer_confidence
-    return answer_confidence([hit.score for hit in result.hits if hit.score is not None])
+    if result.separation_grade is not None:
+        return result.separation_grade
+    return separation_grade([hit.score for hit in result.hits if hit.score is not None])
 
 
 def evaluate(

@@ -9,8 +9,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from knowledge import envelopes, ledger, ordering, selectors, services
-from knowledge.diversity import DiversityConfig
+from knowledge import envelopes, recorded_reads, selectors, services
 from knowledge.schema import article_schema, search_schema
 from knowledge.serializers import (
     ArticleListIn,
@@ -24,7 +23,6 @@ from knowledge.visibility import Viewer, viewer_for
 from loopmem.http.base_view import ScopedViewSet
 from loopmem.http.envelopes import paginated, with_redactions
 from loopmem.http.inputs import parse, parse_body
-from loopmem.models import ApiKey
 from loopmem.params import page_params
 from loopmem.secret_guard.policy import SecretReport
 
@@ -61,13 +59,7 @@ class ArticleViewSet(KnowledgeViewSet):
         return Response(paginated(page, total_count=rows.count(), limit=limit, offset=offset))
 
     def retrieve(self, request: Request, pk: str) -> Response:
-        article = selectors.article_get(viewer=self.viewer, article_id=pk)
-        ledger.access_record_get(
-            tenant_id=article.tenant_id,
-            api_key_id=self.principal.api_key.id,
-            article_id=article.id,
-            project_id=article.project_id,
-        )
+        article = recorded_reads.article_get_recorded(viewer=self.viewer, principal=self.principal, article_id=pk)
         return Response({"data": ArticleOut(article).data})
 
     def partial_update(self, request: Request, pk: str) -> Response:
@@ -83,19 +75,7 @@ class KnowledgeSearchViewSet(KnowledgeViewSet):
 
     def list(self, request: Request) -> Response:
         args = parse(KnowledgeSearchIn, _search_params(request.query_params))
-        result = selectors.knowledge_search(viewer=self.viewer, diversity=DiversityConfig.from_settings(), **args)
-        if self.principal.role == ApiKey.Role.AGENT:
-            # The surfacing ledger measures what agents are shown; curators browsing are not the funnel.
-            ledger.access_record_surfacing(
-                tenant_id=self.viewer.tenant_id,
-                api_key_id=self.principal.api_key.id,
-                search_id=result.search_id,
-                query=args["query"],
-                articles=[hit.article for hit in result.hits],
-                first_rank=args["offset"] + 1,
-                project_id=args["project_id"],
-                extra_metadata={"search_mode": result.search_mode, "mode": ordering.surfacing_mode(result.provenance)},
-            )
+        result = recorded_reads.knowledge_search_recorded(viewer=self.viewer, principal=self.principal, **args)
         return Response(envelopes.search(result))
 
 

@@ -1,7 +1,8 @@
 """The order a search hands out its ranked pool: the curated winner pinned first, then diversity.
 
-Knowledge search uses both; merged recall reads the curated winner (for answer_confidence) and reduces its pool with
-the same selector and scores, pinning nothing (reference §4.6, §4.7; `agent-memory.md` on hybrid search):
+Knowledge search uses both; merged recall reads the curated winner (for its knowledge verdict,
+`recall.knowledge_verdict`) and reduces its pool with the same selector and scores, pinning nothing (reference §4.6,
+§4.7; `agent-memory.md` on hybrid search):
 
 - **Curated**: when one article is clearly *the* answer (its semantic similarity reaches
   KNOWLEDGE_CURATED_THRESHOLD and leads every other hit's by KNOWLEDGE_CURATED_MARGIN), the search's provenance is

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.conf import settings
-from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from rest_framework import status
 from rest_framework.decorators import action
@@ -16,22 +14,22 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from knowledge import envelopes as knowledge_envelopes
-from loopmem.errors import PayloadTooLarge, QuotaExceeded, ValidationFailed
+from loopmem.errors import PayloadTooLarge, ValidationFailed
 from loopmem.http.base_view import ScopedViewSet
 from loopmem.http.envelopes import paginated, with_redactions
 from loopmem.http.error_responses import as_domain_error, error_body
 from loopmem.http.inputs import json_object, parse, parse_body
 from loopmem.http.ratelimit import ApiKeyRateThrottle
-from loopmem.models import ApiKey
 from loopmem.params import page_params
 from loopmem.secret_guard.policy import SecretReport
 from loopmem.tenancy.audit import Actor
-from memory import envelopes, graduation, recall_modes, selectors, services
-from memory.models import Memory
+from memory import envelopes, graduation, reach, selectors, services, session_tier
+from memory.import_body import MAX_IMPORT_BYTES, import_rows
+from memory.importing import memory_import_within_quota
 from memory.promotion import jobs as promotion
+from memory.recall_counted import memory_recall_counted
 from memory.schema import memory_schema
 from memory.serializers import (
-    MAX_IMPORT_BYTES,
     BatchIn,
     ExportIn,
     GraduateIn,
@@ -44,7 +42,6 @@ from memory.serializers import (
     SessionTurnIn,
     SessionTurnOut,
     TierIn,
-    import_rows,
 )
 
 
@@ -79,7 +76,7 @@ class MemoryViewSet(ScopedViewSet):
         target = parse(TierIn, body)
         scope = self.scope_in(target["project_id"])
         if target["tier"] == "session":
-            turn = services.session_append(scope=scope, report=redacted, **parse(SessionTurnIn, body))
+            turn = session_tier.session_append(scope=scope, report=redacted, **parse(SessionTurnIn, body))
             return SessionTurnOut(turn).data
         memory = services.memory_remember(scope=scope, report=redacted, **parse(RememberIn, body))
         return envelopes.memory_data(memory)
@@ -87,12 +84,12 @@ class MemoryViewSet(ScopedViewSet):
     def list(self, request: Request) -> Response:
         params = parse(MemoryListIn, request.query_params)
         limit, offset = page_params(request.query_params)
-        filters = {"include_superseded": params["include_superseded"], "filters": params["filters"]}
-        if params["all_subjects"] and self.principal.role == ApiKey.Role.SUPERADMIN:
-            rows = selectors.memory_list_all_subjects(tenant_id=self.principal.require_tenant().id, **filters)
-        else:
-            # A non-superadmin's all_subjects is ignored: the list stays on its own subject.
-            rows = selectors.memory_list(scope=self.scope, **filters)
+        rows = reach.memory_list_reached(
+            principal=self.principal,
+            all_subjects=params["all_subjects"],
+            include_superseded=params["include_superseded"],
+            filters=params["filters"],
+        )
         page = list(rows[offset : offset + limit])
         return Response(
             paginated(
@@ -100,15 +97,10 @@ class MemoryViewSet(ScopedViewSet):
             )
         )
 
-    def _addressable(self) -> QuerySet[Memory]:
-        """Rows addressed by id, scoped as list and forget: your own; a superadmin's whole tenant."""
-        if self.principal.role == ApiKey.Role.SUPERADMIN:
-            return selectors.memory_rows(tenant_id=self.principal.require_tenant().id)
-        return selectors.memory_rows(scope=self.scope)
-
     def retrieve(self, request: Request, pk: str) -> Response:
         """One memory, live or superseded (superseded rows are kept for audit)."""
-        return Response({"data": envelopes.memory_data(selectors.memory_get(self._addressable(), pk))})
+        memory = reach.memory_get_reached(principal=self.principal, memory_id=pk)
+        return Response({"data": envelopes.memory_data(memory)})
 
     def partial_update(self, request: Request, pk: str) -> Response:
         """Correct a memory: a new live version with the given fields replacing the old ones, linked by supersede.
@@ -123,16 +115,12 @@ class MemoryViewSet(ScopedViewSet):
     @action(detail=True, methods=["get"])
     def history(self, request: Request, pk: str) -> Response:
         """The memory's supersede chain, oldest first, up to the live version, whichever member is asked for."""
-        chain = selectors.memory_history(self._addressable(), pk)
+        chain = reach.memory_history_reached(principal=self.principal, memory_id=pk)
         return Response({"data": [envelopes.memory_data(memory) for memory in chain]})
 
     def destroy(self, request: Request, pk: str) -> Response:
         actor = Actor.of(self.principal, "DELETE /api/v1/memory/:id")
-        if self.principal.role == ApiKey.Role.SUPERADMIN:
-            tenant_id = self.principal.require_tenant().id
-            memory_id = services.memory_forget_any(tenant_id=tenant_id, memory_id=pk, actor=actor)
-        else:
-            memory_id = services.memory_forget(scope=self.scope, memory_id=pk, actor=actor)
+        memory_id = reach.memory_forget_reached(principal=self.principal, memory_id=pk, actor=actor)
         return Response({"data": {"id": str(memory_id), "deleted": True}})
 
     @action(detail=False, methods=["get"], url_path=r"sessions/(?P<session_id>.+)")
@@ -161,10 +149,7 @@ class MemoryViewSet(ScopedViewSet):
     def recall(self, request: Request) -> Response:
         args = parse_body(RecallIn, request)
         scope = self.scope_in(args.pop("project_id"))
-        result = recall_modes.memory_recall_in_mode(scope=scope, tenant=self.principal.require_tenant(), **args)
-        services.memory_note_recalled(
-            tenant_id=scope.tenant_id, result=result, include_superseded=args["include_superseded"]
-        )
+        result = memory_recall_counted(scope=scope, tenant=self.principal.require_tenant(), **args)
         return Response(envelopes.recall(result))
 
     @action(detail=False, methods=["post"])
@@ -221,19 +206,7 @@ class MemoryViewSet(ScopedViewSet):
         """Import memories from NDJSON or a JSON array (≤ 10 MB), e.g. an export: supersede chains are rebuilt,
         and a memory you already hold (same text and chain) is skipped, so importing twice adds nothing."""
         rows = import_rows(_read_body(request, MAX_IMPORT_BYTES))
-        report = services.memory_import(scope=self.scope, rows=rows)
-        if report.stopped_at is not None:
-            raise QuotaExceeded(
-                f"The per-subject long-term memory quota was reached at line {report.stopped_at}: the import "
-                f"stopped there after writing {report.created} memories (and skipping {report.skipped} already "
-                "held). Forget memories, then import the same file again: what was written is skipped.",
-                details={
-                    **report.as_dict(),
-                    "written": report.created,
-                    "stopped_at_line": report.stopped_at,
-                    "quota": settings.MEMORY_QUOTA,
-                },
-            )
+        report = memory_import_within_quota(scope=self.scope, rows=rows)
         return Response({"data": report.as_dict()})
 
 

@@ -68,7 +68,8 @@ def recall(result: RecallResult) -> RecallEnvelope:
     """{data: [{memory, score}], meta} (reference §2.2); ann_iterative_scan only when the ANN index ran.
 
     The semantic mode answers exactly the reference's envelope. Keyword and hybrid add each hit's lane `scores`
-    and `meta.mode`, `lane_counts`, `answer_confidence` and, when a lane could not run, `lane_lost`.
+    and `meta.mode`, `lane_counts`, `answer_confidence` (the separation grade: memory.separation_grade) and, when a
+    lane could not run, `lane_lost`.
     """
     memories = [memory_data(hit.memory) for hit in result.hits]
     lanes = result.mode != "semantic"
@@ -90,7 +91,7 @@ def recall(result: RecallResult) -> RecallEnvelope:
     if lanes:
         meta["mode"] = result.mode
         meta["lane_counts"] = result.lane_counts
-        meta["answer_confidence"] = result.answer_confidence
+        meta["answer_confidence"] = result.separation_grade
         if result.lane_lost is not None:
             meta["lane_lost"] = result.lane_lost
     meta["outcome"] = outcome_for(meta, count=len(data))

@@ -23,11 +23,11 @@ from loopmem.models import Tenant
 from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
 from memory import fusion, hybrid_lanes, keyword_lane
-from memory.answer_confidence import CONFIDENCE_DEPTH, answer_confidence
 from memory.candidates import recall_candidates
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import RecallHit, RecallResult, memory_recall, recall_k
+from memory.separation_grade import GRADE_DEPTH, separation_grade
 
 RecallMode = Literal["semantic", "keyword", "hybrid"]
 RECALL_MODES: tuple[RecallMode, ...] = ("semantic", "keyword", "hybrid")
@@ -90,7 +90,7 @@ def recall_lanes(
         if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
             # The keyword lane alone: k rows, and enough to judge the top one's separation.
             keywords = keyword_lane.keyword_query(session, candidates, query)
-            rows = keyword_lane.keyword_rank(session, candidates, keywords, max(k, CONFIDENCE_DEPTH))
+            rows = keyword_lane.keyword_rank(session, candidates, keywords, max(k, GRADE_DEPTH))
             result = _keyword_result(rows, k, mode=mode)
             if isinstance(embedding, EmbeddingFailure):
                 result.fallback, result.reason, result.lane_lost = True, embedding.tag, "semantic"
@@ -126,7 +126,7 @@ def recall_lanes(
         ann_iterative_scan_reason=hybrid.ann_iterative_scan_reason,
         mode=mode,
         lane_counts=hybrid.lane_counts,
-        answer_confidence=answer_confidence([score for _, score in ranked]),
+        separation_grade=separation_grade([score for _, score in ranked]),
     )
 
 
@@ -140,5 +140,5 @@ def _keyword_result(rows: list[Memory], k: int, *, mode: str) -> RecallResult:
     scores = [float(row.keyword_score) for row in rows]  # type: ignore[attr-defined]  # annotated by keyword_rank
     hits = [RecallHit(memory=row, score=score, keyword=score) for row, score in zip(rows[:k], scores, strict=False)]
     return RecallResult(
-        hits=hits, k=k, mode=mode, lane_counts={"keyword": len(hits)}, answer_confidence=answer_confidence(scores)
+        hits=hits, k=k, mode=mode, lane_counts={"keyword": len(hits)}, separation_grade=separation_grade(scores)
     )

@@ -24,6 +24,7 @@ from loopmem.tenancy.scope import Scope
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
 from memory.filters import MemoryFilters, narrow
 from memory.models import Memory, SessionTurn
+from memory.separation_grade import SeparationGrade
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class RecallResult:
     mode: str = "semantic"
     lane_counts: dict[str, int] | None = None
     lane_lost: str | None = None
-    answer_confidence: str | None = None
+    separation_grade: SeparationGrade | None = None  # rendered as the envelope's `meta.answer_confidence`
 
     @property
     def underfilled(self) -> bool:

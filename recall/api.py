@@ -38,12 +38,4 @@ class RecallViewSet(ScopedViewSet):
         recorded = services.recall_referenced(
             tenant_id=self.scope.tenant_id, api_key_id=self.principal.api_key.id, **args
         )
-        return Response(
-            {
-                "data": {
-                    "recall_id": str(recorded.recall_id),
-                    "article_ids": recorded.article_ids,
-                    "recorded": recorded.recorded,
-                }
-            }
-        )
+        return Response(envelopes.referenced(recorded))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from knowledge import envelopes as knowledge_envelopes
 from loopmem.http.outcome import outcome_for
 from memory import envelopes as memory_envelopes
-from recall.services import MergedItem, RecallContext
+from recall.services import MergedItem, RecallContext, Referenced
 
 
 def recall(context: RecallContext) -> dict[str, Any]:
@@ -31,7 +31,8 @@ def recall(context: RecallContext) -> dict[str, Any]:
         "degraded_reason": context.degraded_reason,
         "search_mode": context.search_mode,
         "results_ranking": "heuristic_cross_source",
-        "answer_confidence": context.answer_confidence,
+        # The knowledge verdict; the `memory` envelope's own `answer_confidence` is its separation grade.
+        "answer_confidence": context.knowledge_verdict,
         "recall_id": str(context.recall_id),
         "candidates_considered": {
             "memory": len(context.memory_items),
@@ -108,3 +109,24 @@ def _knowledge_envelope(context: RecallContext) -> dict[str, Any]:
     meta["diversity"] = knowledge.diversity.as_meta() if knowledge.diversity else None
     meta["outcome"] = outcome_for(meta, count=len(rows))
     return {"data": rows, "meta": meta}
+
+
+class ReferencedData(TypedDict):
+    recall_id: str
+    article_ids: list[str]
+    recorded: int
+
+
+class ReferencedEnvelope(TypedDict):
+    data: ReferencedData
+
+
+def referenced(recorded: Referenced) -> ReferencedEnvelope:
+    """The /recall/:recall_id/referenced body (reference §2.8): the recall, the ids recorded, and how many."""
+    return {
+        "data": {
+            "recall_id": str(recorded.recall_id),
+            "article_ids": recorded.article_ids,
+            "recorded": recorded.recorded,
+        }
+    }

@@ -35,12 +35,12 @@ from loopmem.reads import tenant_gate
 from loopmem.tenancy.scope import Scope
 from memory.filters import MemoryFilters
 from memory.models import Memory
+from memory.recall_bump import memory_note_recalled
 from memory.recall_modes import DEFAULT_MODE, RecallMode, recall_lanes
 from memory.selectors import RecallHit, RecallResult, recall_by_vector, recall_fallback
-from memory.services import memory_note_recalled
 from projects.selectors import project_in_tenant
 from recall import history
-from recall.confidence import answer_confidence
+from recall.knowledge_verdict import KnowledgeVerdict, knowledge_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class RecallContext:
     degraded: bool
     degraded_reason: str | None
     search_mode: str | None
-    answer_confidence: str
+    knowledge_verdict: KnowledgeVerdict  # rendered as the envelope's `meta.answer_confidence`
     tokens_selected: int
     tokens_candidates: int
 
@@ -185,7 +185,7 @@ def recall_context(
         degraded=degraded,
         degraded_reason=degraded_reason,
         search_mode=search_mode,
-        answer_confidence=answer_confidence(
+        knowledge_verdict=knowledge_verdict(
             knowledge_scores=[item.score for item in merged_knowledge],
             knowledge_ids=[item.id for item in merged_knowledge],
             curated_article_id=knowledge.result.curated_article_id if knowledge.result is not None else None,
@@ -219,7 +219,7 @@ def _memory_half(
         # On merged recall a shed read degrades the memory half instead of failing the call.
         shed = RecallResult(hits=[], k=k, fallback=True, reason="heavy_read_overloaded")
         if mode != "semantic":
-            shed.mode, shed.lane_counts, shed.answer_confidence = mode, {}, "none"
+            shed.mode, shed.lane_counts, shed.separation_grade = mode, {}, "none"
         return shed
 
 

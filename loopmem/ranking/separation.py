@@ -1,8 +1,9 @@
 """How far the top score stands out from the rest of one query's ranking: the basis of every answer-confidence rule.
 
 Semantic and fused scores have no absolute "this is an answer" level, so confidence is read from separation within
-the query's own rows (reference §4.9), never from an absolute threshold. Knowledge (`recall.confidence`) and memory
-(`memory.answer_confidence`) grade the same ratio.
+the query's own rows (reference §4.9), never from an absolute threshold. Merged recall's knowledge verdict
+(`recall.knowledge_verdict`) and memory recall's separation grade (`memory.separation_grade`) both read this ratio,
+and only this module computes it.
 """
 
 from __future__ import annotations

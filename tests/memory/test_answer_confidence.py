@@ -1,11 +1,12 @@
-"""Memory's answer_confidence (memory.answer_confidence): the knowledge separation rule, graded; and the rule itself."""
+"""Memory recall's separation grade (memory.separation_grade, the wire's `meta.answer_confidence` of keyword and
+hybrid recall): the knowledge separation rule, graded; and the rule itself."""
 
 from __future__ import annotations
 
 import pytest
 
 from loopmem.ranking.separation import separation
-from memory.answer_confidence import answer_confidence
+from memory.separation_grade import separation_grade
 
 
 @pytest.mark.parametrize(
@@ -23,7 +24,7 @@ from memory.answer_confidence import answer_confidence
     ],
 )
 def test_the_verdict_table(scores, verdict):
-    assert answer_confidence(scores) == verdict
+    assert separation_grade(scores) == verdict
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""Each row of the answer-confidence table (reference §4.9, newest version)."""
+"""Each row of the answer-confidence table (reference §4.9, newest version): merged recall's knowledge verdict."""
 
 from __future__ import annotations
 
 import pytest
 
-from recall.confidence import answer_confidence
+from recall.knowledge_verdict import knowledge_verdict
 
 
 @pytest.mark.parametrize(
@@ -25,4 +25,4 @@ from recall.confidence import answer_confidence
     ],
 )
 def test_the_verdict_table(scores, ids, curated, verdict):
-    assert answer_confidence(knowledge_scores=scores, knowledge_ids=ids, curated_article_id=curated) == verdict
+    assert knowledge_verdict(knowledge_scores=scores, knowledge_ids=ids, curated_article_id=curated) == verdict
