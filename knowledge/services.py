@@ -1,4 +1,4 @@
-"""Knowledge use cases: propose an article through the novelty gate, edit it, embed it."""
+"""Knowledge use cases: propose an article through the novelty gate, and edit it. Embedding is knowledge.embedding."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
-from django.utils import timezone
 
 from knowledge import selectors
+from knowledge.embedding import EMBED_ARTICLE_TASK
 from knowledge.models import (
     MAX_BODY_BYTES,
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -27,7 +26,6 @@ from knowledge.tags import validate_tags
 from knowledge.visibility import Viewer
 from loopmem.embedding import embedders
 from loopmem.embedding.embedders import QueryEmbedding
-from loopmem.embedding.pipeline import EmbeddedTable, embed_row
 from loopmem.errors import (
     DuplicateTitle,
     Forbidden,
@@ -50,7 +48,6 @@ OnLowNovelty = Literal["draft", "skip"]
 OnGateUnavailable = Literal["create", "skip"]
 CREATE_STATUSES = (Article.Status.DRAFT, Article.Status.PUBLISHED)
 
-EMBED_ARTICLE_TASK = "knowledge.tasks.embed_article_task"
 _TITLE_INDEX = "articles_tenant_title_active_idx"
 _IDEMPOTENCY_INDEX = "articles_idempotency_key_uniq"
 
@@ -462,30 +459,3 @@ def article_update(
             raise
         raise _title_taken(viewer, final_title) from exc
     return selectors.article_get(viewer=viewer, article_id=str(parsed))
-
-
-# --- Embedding ---------------------------------------------------------------------------------------------
-
-
-def article_embed(*, article_id: str) -> str:
-    """Embed one article ("embedded" | "unchanged" | "missing"); raises embedders.EmbeddingFailure."""
-    return embed_row(ARTICLE_EMBEDDINGS, article_id)
-
-
-def _store_article_vector(article: Article, vector: list[float], model_id: str) -> int:
-    # Only if the text is still the one embedded: an edit since the read re-embeds through its own task.
-    return Article.objects.filter(id=article.id, title=article.title, body=article.body).update(
-        embedding=vector,
-        embedding_model=model_id,
-        embedding_content_hash=embedders.content_hash(article.embedding_text),
-        updated_at=timezone.now(),
-    )
-
-
-ARTICLE_EMBEDDINGS = EmbeddedTable(
-    model=Article,
-    text_fields=("title", "body"),
-    text_of=lambda a: a.embedding_text,
-    store=_store_article_vector,
-    unchanged=lambda a: Q(id=a.id, title=a.title, body=a.body),
-)

@@ -8,7 +8,7 @@ from datetime import date
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 
-from knowledge import ledger, services
+from knowledge import embedding, ledger
 from loopmem.embedding.pipeline import embed_one_with_retries, sweep
 from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS
 
@@ -20,13 +20,13 @@ EMBED_MAX_RETRIES = 4
 @shared_task(base=DjangoTask, bind=True, max_retries=EMBED_MAX_RETRIES, acks_late=True)
 def embed_article_task(self: DjangoTask, article_id: str) -> str:
     """Embed one article; transient provider failures retry with backoff, permanent ones wait for the sweep."""
-    return embed_one_with_retries(self, f"article {article_id}", lambda: services.article_embed(article_id=article_id))
+    return embed_one_with_retries(self, f"article {article_id}", lambda: embedding.article_embed(article_id=article_id))
 
 
 @shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)
 def article_embedding_sweep_task() -> dict[str, object]:
     """Every 5 minutes: embed articles with no vector or a stale model's (lost tasks, outages, edits)."""
-    return sweep(services.ARTICLE_EMBEDDINGS).as_dict()
+    return sweep(embedding.ARTICLE_EMBEDDINGS).as_dict()
 
 
 @shared_task(base=DjangoTask, **PERIODIC_TASK_OPTIONS)

@@ -8,7 +8,7 @@ from celery import current_app
 from django.db import OperationalError
 
 from config.celery import beat_schedule
-from knowledge.services import EMBED_ARTICLE_TASK
+from knowledge.embedding import EMBED_ARTICLE_TASK
 from loopmem.runtime.task_retry import PERIODIC_TASK_OPTIONS, TRANSIENT_ERRORS
 from memory import session_tier
 from memory.embedding import EMBED_MEMORY_TASK, EMBED_PENDING_MEMORIES_TASK

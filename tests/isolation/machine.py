@@ -21,7 +21,7 @@ from mcp.types import TextContent
 
 from agent.client import LoopmemClient
 from agent.mcp_server import build_server
-from knowledge import services as knowledge_services
+from knowledge.embedding import article_embed
 from knowledge.models import Article
 from loopmem.embedding import embedders
 from loopmem.models import ApiKey
@@ -353,7 +353,7 @@ class IsolationMachine(RuleBasedStateMachine):
             for memory_id in Memory.objects.filter(embedding__isnull=True).values_list("id", flat=True):
                 memory_embedding.memory_embed(memory_id=str(memory_id))
             for article_id in Article.objects.filter(embedding__isnull=True).values_list("id", flat=True):
-                knowledge_services.article_embed(article_id=str(article_id))
+                article_embed(article_id=str(article_id))
         except embedders.EmbeddingFailure:
             pass  # the circuit is still open after an outage: the task retries later, the sweep finds the rest
         self.tally.operations += 1

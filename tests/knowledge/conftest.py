@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from knowledge import services
+from knowledge.embedding import article_embed
 from knowledge.models import Article
 from knowledge.services import Proposal
 from loopmem.embedding import embedders
@@ -63,7 +63,7 @@ def embed_pending() -> int:
     """What the embedding worker does after each write that could not embed synchronously."""
     pending = list(Article.objects.filter(embedding__isnull=True).values_list("id", flat=True))
     for article_id in pending:
-        services.article_embed(article_id=str(article_id))
+        article_embed(article_id=str(article_id))
     return len(pending)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import services
+from knowledge.embedding import article_embed
 from knowledge.models import Article
 from loopmem.embedding import embedders
 from loopmem.errors import DuplicateTitle, TenantHalted
@@ -48,7 +48,7 @@ def test_a_user_edits_any_article_and_a_content_change_re_embeds(user, embedded,
     assert len(callbacks) == 1  # the embedding task, sent after commit
     row = Article.objects.get(id=embedded.id)
     assert (row.embedding, row.embedding_model, row.embedding_content_hash) == (None, "", None)
-    assert services.article_embed(article_id=str(row.id)) == "embedded"
+    assert article_embed(article_id=str(row.id)) == "embedded"
     row.refresh_from_db()
     assert row.embedding_content_hash == embedders.content_hash("Runbook v2\n\nnew body")
 

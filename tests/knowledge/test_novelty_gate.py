@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from knowledge import services
+from knowledge.embedding import article_embed
 from knowledge.models import Article
 from knowledge.services import article_propose, classify
 from knowledge.visibility import Viewer, viewer_for_scope
@@ -158,7 +158,7 @@ def test_a_callers_vector_is_used_by_the_gate_only(proposer):
     proposal = propose_vector(proposer, E0)
     article = Article.objects.get(id=article_of(proposal).id)
     assert article.embedding is None  # the task embeds the article's own text
-    services.article_embed(article_id=str(article.id))
+    article_embed(article_id=str(article.id))
     article.refresh_from_db()
     assert article.embedding_content_hash == embedders.content_hash("Proposal\n\nproposal body")
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from knowledge.embedding import ARTICLE_EMBEDDINGS
 from knowledge.models import Article
-from knowledge.services import ARTICLE_EMBEDDINGS
 from loopmem.embedding import embedders
 from loopmem.embedding.pipeline import reembed_pending, reembed_swap
 from loopmem.models import Tenant

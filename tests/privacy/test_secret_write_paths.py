@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from knowledge import services as knowledge_services
+from knowledge.embedding import article_embed
 from knowledge.models import Article
 from loopmem.models import SecretPolicy
 from loopmem.secret_guard.scan import scan
@@ -85,7 +85,7 @@ def _article(client: Any, text: str, index: int) -> Any:
 
 def _embed_articles() -> None:
     for article_id in Article.objects.filter(embedding__isnull=True).values_list("id", flat=True):
-        knowledge_services.article_embed(article_id=str(article_id))
+        article_embed(article_id=str(article_id))
 
 
 API_PATHS = [

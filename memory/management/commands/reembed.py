@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from knowledge.services import ARTICLE_EMBEDDINGS
+from knowledge.embedding import ARTICLE_EMBEDDINGS
 from loopmem.embedding import embedders
 from loopmem.embedding.pipeline import EmbeddedTable, backfill, reembed_lacking, reembed_pending, reembed_swap
 from loopmem.management.operator import OperatorCommand

@@ -2,7 +2,7 @@ from argparse import ArgumentParser
 from dataclasses import asdict
 from typing import Any
 
-from knowledge.services import ARTICLE_EMBEDDINGS
+from knowledge.embedding import ARTICLE_EMBEDDINGS
 from loopmem.embedding.pipeline import sweep
 from loopmem.management.operator import OperatorCommand
 from memory.embedding import MEMORY_EMBEDDINGS
