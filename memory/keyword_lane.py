@@ -55,16 +55,6 @@ class _OnSearchVector(Func):
         super().__init__(F("search_vector"))
         self.lexemes = tuple(lexemes)
 
-    def vector_sql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
-        sql, params = compiler.compile(self.get_source_expressions()[0])
-        return sql, list(params)
-
-
-class HoldsAnyTerm(_OnSearchVector):
-    """`search_vector @@ 'a' | 'b'`: the row holds at least one of the lexemes (GIN-indexable)."""
-
-    output_field = BooleanField()
-
     def as_sql(
         self,
         compiler: SQLCompiler,
@@ -74,8 +64,21 @@ class HoldsAnyTerm(_OnSearchVector):
         arg_joiner: str | None = None,
         **extra_context: Any,
     ) -> tuple[str, list[Any]]:
-        vector, params = self.vector_sql(compiler, connection)
-        return f"({vector} @@ %s::tsquery)", [*params, tsquery_literal(self.lexemes)]
+        vector, params = compiler.compile(self.get_source_expressions()[0])
+        return self.render(vector, list(params))
+
+    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
+        """The fragment over `vector` (the compiled `search_vector` column, with its parameters)."""
+        raise NotImplementedError
+
+
+class HoldsAnyTerm(_OnSearchVector):
+    """`search_vector @@ 'a' | 'b'`: the row holds at least one of the lexemes (GIN-indexable)."""
+
+    output_field = BooleanField()
+
+    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
+        return f"({vector} @@ %s::tsquery)", [*vector_params, tsquery_literal(self.lexemes)]
 
 
 class TermCounts(_OnSearchVector):
@@ -84,16 +87,7 @@ class TermCounts(_OnSearchVector):
     contains_aggregate = True
     output_field = ArrayField(IntegerField())
 
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> tuple[str, list[Any]]:
-        vector, vector_params = self.vector_sql(compiler, connection)
+    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
         counts = ", ".join(f"count(*) FILTER (WHERE {vector} @@ %s::tsquery)" for _ in self.lexemes)
         params = [value for lexeme in self.lexemes for value in (*vector_params, tsquery_literal([lexeme]))]
         return f"ARRAY[{counts}]::integer[]", params
@@ -107,18 +101,9 @@ class HeldTerms(_OnSearchVector):
 
     output_field = BigIntegerField()
 
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> tuple[str, list[Any]]:
+    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
         if not self.lexemes:
             return "0::bigint", []
-        vector, vector_params = self.vector_sql(compiler, connection)
         bits = " | ".join(
             f"(CASE WHEN {vector} @@ %s::tsquery THEN {1 << n} ELSE 0 END)::bigint" for n in range(len(self.lexemes))
         )
@@ -140,16 +125,7 @@ class Coverage(_OnSearchVector):
         super().__init__(lexemes)
         self.weights, self.total = tuple(weights), total
 
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> tuple[str, list[Any]]:
-        vector, vector_params = self.vector_sql(compiler, connection)
+    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
         if not self.lexemes:
             return "0.0::double precision", []
         # float8 throughout: a bare 0.0 or weight literal is numeric, whose arithmetic costs several times more.
