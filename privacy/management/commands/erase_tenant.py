@@ -2,10 +2,10 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem.management.operator import OperatorCommand
-from loopmem.runtime.progress import progress_bar
 from loopmem.tenancy.audit import Actor
 from loopmem.tenancy.services import tenant_get
 from privacy.erasure import ERASE_BATCH_SIZE, tenant_erase
+from privacy.management.erasing import erase_counted
 
 
 class Command(OperatorCommand):
@@ -29,9 +29,4 @@ class Command(OperatorCommand):
             "include_articles": options["include_articles"],
             "batch_size": max(1, options["batch_size"]),
         }
-        plan = tenant_erase(dry_run=True, **args)
-        if options["dry_run"]:
-            return plan.as_dict(), plan.describe(f"tenant {tenant.slug}")
-        with progress_bar(total=plan.database_rows, desc="erasing") as bar:
-            report = tenant_erase(progress=bar.update, **args)
-        return report.as_dict(), report.describe(f"tenant {tenant.slug}")
+        return erase_counted(tenant_erase, dry_run=options["dry_run"], label=f"tenant {tenant.slug}", **args)
