@@ -30,9 +30,11 @@ _STATUS_ATTR = "loopmem_ratelimit"
 # earn capacity back early.
 WINDOW_SECONDS = 60
 
-# django-ratelimit's groups: with the counted value (a key id, a tenant id) and the rate they name a counter.
-_KEY_GROUP = "loopmem.http.ratelimit.key"
-_TENANT_GROUP = "loopmem.http.ratelimit.tenant"
+# django-ratelimit's groups: with the counted value (a key id, a tenant id) and the rate they name a counter. They
+# are stored data (hashed into each counter's Redis key), not module paths: renaming one resets every window, and
+# during a rolling deploy old and new workers would count in separate buckets.
+_KEY_GROUP = "loopmem.ratelimit.key"
+_TENANT_GROUP = "loopmem.ratelimit.tenant"
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ One call per write, before anything is stored, embedded or sent to a provider:
 
 A field is text (a `str`), or any JSON value (metadata, tag lists): a JSON value is scanned as its
 serialisation `json.dumps(value, ensure_ascii=False)`, so a labelled value (`{"password": "..."}`) is found
-with its label, and each of its strings is scanned as itself too (escaping hides an assignment or a line from the
-rules); its spans are offsets into that serialisation; redacting rewrites only the strings (keys
+with its label, and each string escaping changed is scanned as itself too (escaping hides an assignment or a line
+from the rules); its spans are offsets into that serialisation; redacting rewrites only the strings (keys
 included) a finding touches, so the structure stays. `None` fields are skipped. Offsets count code points.
 """
 
@@ -91,19 +91,36 @@ def _scan_fields(fields: Mapping[str, Any]) -> dict[str, _Scanned]:
 
 def _scan_json(serialised: _JsonText) -> list[Finding]:
     """A JSON value's findings, as offsets into its serialisation: the serialisation scanned whole (a value found with
-    its key as label), and each string scanned as itself.
+    its key as label), and every string that escaping changed scanned as itself.
 
     Escaping changes what a detector sees: `client_secret = "..."` inside a string serialises as
-    `client_secret = \\"...\\"`, and a newline as `\\n`, which no assignment or line-anchored rule matches. A string's
-    own finding counts unless a finding of the whole scan already covers the same characters.
+    `client_secret = \\"...\\"`, and a newline as `\\n`, which no assignment or line-anchored rule matches. The
+    escaped strings are scanned together, in one text (one scan, whatever their number), each finding clipped to
+    its string; it counts unless a finding of the whole scan already covers the same characters.
     """
     findings = scan(serialised.text)
-    for start, end, raw in serialised.strings:
-        for found in scan(raw):
-            first, last = _serialised_span(start, end, raw, found)
-            if not any(f.start <= first and f.end >= last for f in findings):
-                findings.append(Finding(found.kind, first, last))
+    escaped = [token for token in serialised.strings if token[1] - token[0] != len(token[2]) + 2]
+    if not escaped:
+        return findings
+    starts, cursor = [], 0
+    for _, _, raw in escaped:
+        starts.append(cursor)
+        cursor += len(raw) + len(_SEPARATOR)
+    for found in scan(_SEPARATOR.join(raw for _, _, raw in escaped)):
+        index = bisect.bisect_right(starts, found.start) - 1
+        start, end, raw = escaped[index]
+        local = Finding(found.kind, found.start - starts[index], min(found.end - starts[index], len(raw)))
+        if local.start >= local.end:
+            continue
+        first, last = _serialised_span(start, end, raw, local)
+        if not any(f.start <= first and f.end >= last for f in findings):
+            findings.append(Finding(found.kind, first, last))
     return sorted(findings, key=lambda f: (f.start, f.end))
+
+
+# Between two strings scanned together: a blank line, so a finding seldom runs from one string into the next; one
+# that does is clipped to the string it starts in.
+_SEPARATOR = "\n\n"
 
 
 def _serialised_span(start: int, end: int, raw: str, found: Finding) -> tuple[int, int]:

@@ -185,3 +185,11 @@ def test_a_hung_redis_fails_open_without_headers(client_for, make_key, small_ten
     assert [r.status_code for r in responses] == [200] * 5
     assert all("x-ratelimit-limit" not in r for r in responses)
     assert "rate limiter failing open: redis unreachable (TimeoutError)" in caplog.text
+
+
+def test_the_counters_groups_keep_their_names_wherever_the_limiter_module_lives():
+    # The group is hashed into each counter's Redis key: a renamed group resets every window on deploy, and during a
+    # rolling deploy old and new workers would count in separate buckets (a client gets twice its limit).
+    from loopmem.http import ratelimit
+
+    assert (ratelimit._KEY_GROUP, ratelimit._TENANT_GROUP) == ("loopmem.ratelimit.key", "loopmem.ratelimit.tenant")
