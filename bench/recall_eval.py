@@ -10,6 +10,9 @@ asked in every mode through the same reads the API runs (`memory.selectors.recal
 Scores: evidence recall@k (at least one evidence turn in the top k) and all-evidence-hit@k (every evidence turn in
 the top k), per question kind and over all answerable questions; and, on the results at the default limit, the
 `answer_confidence` each mode gives to answerable questions (top hit right or wrong) and to the no-answer ones.
+
+Every question carries a `split`, dev or test: tune on dev, report on test. A split selects the questions asked; the
+whole of every conversation is loaded either way, so a question ranks among the same memories in every split.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ NO_ANSWER = "no_answer"
 CONFIDENCE_LEVELS = ("high", "medium", "low", "none")
 DEFAULT_LIMIT = 10  # the API's default: the confusion table reads the results an agent gets by default
 EVAL_EMBEDDER = "local"
+SPLITS = ("dev", "test")
+ALL_SPLITS = "all"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Question:
     kind: str
     text: str
     evidence: frozenset[str]
+    split: str | None = None
 
 
 @dataclass
@@ -107,10 +113,41 @@ def evaluation_id(turn_id: str) -> uuid.UUID:
     return uuid.UUID(int=(fixed << 64) | secrets.randbits(64))
 
 
-def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress | None = None) -> Corpus:
-    """Every conversation as one subject of `tenant`, one memory per turn, embedded as the worker would."""
+def parse_split(value: str) -> str:
+    if value != ALL_SPLITS and value not in SPLITS:
+        raise ValueError(f"unknown split {value!r}: use {', '.join(SPLITS)} or {ALL_SPLITS}")
+    return value
+
+
+def select_questions(dataset: dict[str, Any], split: str = ALL_SPLITS) -> list[Question]:
+    """The dataset's questions in `split` (every one for "all"), in dataset order.
+
+    A split label other than dev or test is refused, and so is choosing a split on a dataset whose questions lack one.
+    """
+    selected: list[Question] = []
+    for conversation in dataset["conversations"]:
+        for q in conversation["questions"]:
+            label = q.get("split")
+            if label is not None and label not in SPLITS:
+                raise ValueError(f"question {q['id']} has split {label!r}: use {' or '.join(SPLITS)}")
+            if split != ALL_SPLITS and label is None:
+                raise ValueError(f"question {q['id']} has no split: --split {split} needs one on every question")
+            if split in (ALL_SPLITS, label):
+                selected.append(
+                    Question(q["id"], conversation["id"], q["kind"], q["question"], frozenset(q["evidence"]), label)
+                )
+    return selected
+
+
+def load_corpus(
+    dataset: dict[str, Any], *, tenant: Tenant, split: str = ALL_SPLITS, progress: Progress | None = None
+) -> Corpus:
+    """Every conversation as one subject of `tenant`, one memory per turn, embedded as the worker would.
+
+    Every turn is loaded whatever the split: the split selects the questions, not the memories they rank among.
+    """
+    questions = select_questions(dataset, split)
     turn_of: dict[uuid.UUID, str] = {}
-    questions: list[Question] = []
     for conversation in dataset["conversations"]:
         rows: list[Memory] = []
         written_at: list[datetime] = []
@@ -133,10 +170,6 @@ def load_corpus(dataset: dict[str, Any], *, tenant: Tenant, progress: Progress |
         for memory, when in zip(rows, written_at, strict=True):
             memory.inserted_at = when
         Memory.objects.bulk_update(rows, ["inserted_at"])
-        questions += [
-            Question(q["id"], conversation["id"], q["kind"], q["question"], frozenset(q["evidence"]))
-            for q in conversation["questions"]
-        ]
     report = backfill(MEMORY_EMBEDDINGS, tenant=tenant, limit=len(turn_of), on_batch=progress)
     if report.embedded != len(turn_of):
         raise RuntimeError(f"embedding the corpus failed: {report.as_dict()}")
@@ -175,7 +208,7 @@ def evaluate(
             for k in ks:
                 result = ask(mode, scope, question, embedding, k)
                 found = [corpus.turn_of[hit.memory.id] for hit in result.hits]
-                _score(scores[mode], question, found, k)
+                score_hits(scores[mode], question, found, k)
                 if k == confidence_k:
                     _note_confidence(scores[mode], question, found, confidence_of(mode, result))
         if progress is not None:
@@ -183,7 +216,12 @@ def evaluate(
     return scores
 
 
-def _score(scores: ModeScores, question: Question, found: list[str], k: int) -> None:
+def score_hits(scores: ModeScores, question: Question, found: Sequence[str], k: int) -> None:
+    """Count one answerable question at `k`, given the turn ids a mode returned, best first.
+
+    Evidence recall: at least one of its evidence turns is in the top k. All-evidence-hit: every one of them is
+    (for a single-evidence question the two agree). No-answer questions have no evidence and are not counted.
+    """
     if question.kind == NO_ANSWER:
         return
     top = set(found[:k])
@@ -200,14 +238,24 @@ def _note_confidence(scores: ModeScores, question: Question, found: list[str], l
 
 
 def summary(
-    corpus: Corpus, scores: dict[RecallMode, ModeScores], *, ks: Sequence[int], dataset_version: str
+    corpus: Corpus,
+    scores: dict[RecallMode, ModeScores],
+    *,
+    ks: Sequence[int],
+    dataset_version: str,
+    split: str = ALL_SPLITS,
 ) -> dict[str, Any]:
-    """The figures as one JSON object: per mode, per kind and overall, at each k; and the confusion tables."""
+    """The figures as one JSON object: per mode, per kind and overall, at each k; and the confusion tables.
+
+    Each cell holds `recall` (evidence recall@k) and `all_evidence` (all-evidence-hit@k), as shares of the kind's
+    questions (overall: of the answerable ones) in the split.
+    """
     asked = Counter(q.kind for q in corpus.questions)
     kinds = sorted(kind for kind in asked if kind != NO_ANSWER)
     answerable = sum(asked[kind] for kind in kinds)
     out: dict[str, Any] = {
         "dataset_version": dataset_version,
+        "split": split,
         "embedder": corpus.tenant.embedding_provider,
         "conversations": len({q.subject for q in corpus.questions}),
         "memories": len(corpus.turn_of),
@@ -221,15 +269,15 @@ def summary(
         for kind in kinds:
             by_kind[kind] = {
                 f"@{k}": {
-                    "recall": round(mode_scores.any_hit[(kind, k)] / asked[kind], 4),
-                    "all_evidence": round(mode_scores.all_hit[(kind, k)] / asked[kind], 4),
+                    "recall": _share(mode_scores.any_hit[(kind, k)], asked[kind]),
+                    "all_evidence": _share(mode_scores.all_hit[(kind, k)], asked[kind]),
                 }
                 for k in ks
             }
         overall = {
             f"@{k}": {
-                "recall": round(sum(mode_scores.any_hit[(kind, k)] for kind in kinds) / answerable, 4),
-                "all_evidence": round(sum(mode_scores.all_hit[(kind, k)] for kind in kinds) / answerable, 4),
+                "recall": _share(sum(mode_scores.any_hit[(kind, k)] for kind in kinds), answerable),
+                "all_evidence": _share(sum(mode_scores.all_hit[(kind, k)] for kind in kinds), answerable),
             }
             for k in ks
         }
@@ -239,16 +287,20 @@ def summary(
     return out
 
 
+def _share(hits: int, questions: int) -> float:
+    return round(hits / questions, 4) if questions else 0.0
+
+
 def render(result: dict[str, Any]) -> str:
     """The summary as text tables: recall@k and all-evidence@k per kind and mode, then the confusion tables."""
     ks = result["ks"]
     modes = list(result["modes"])
     lines = [
-        f"recall_eval {result['dataset_version']}: {result['conversations']} conversations, {result['memories']} "
-        f"memories, {sum(result['questions'].values())} questions ({_counts(result['questions'])}); "
-        f"embedder {result['embedder']}",
+        f"recall_eval {result['dataset_version']}, split {result['split']}: {result['conversations']} conversations, "
+        f"{result['memories']} memories, {sum(result['questions'].values())} questions "
+        f"({_counts(result['questions'])}); embedder {result['embedder']}",
         "",
-        "evidence recall@k (any evidence turn in the top k) / all-evidence-hit@k",
+        "evidence recall@k (any evidence turn in the top k) / all-evidence-hit@k (every evidence turn in the top k)",
     ]
     header = f"{'kind':<12} {'mode':<9}" + "".join(f" {'@' + str(k):>13}" for k in ks)
     lines.append(header)
