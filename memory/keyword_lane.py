@@ -17,6 +17,7 @@ scoped heavy-read session like the vector lane.
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ def tsquery_literal(lexemes: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-class _OnSearchVector(Func):
+class _OnSearchVector(Func, abc.ABC):
     """An expression over the row's `search_vector`, rendered as one SQL fragment.
 
     Each is a single node, whatever the number of terms: the ORM and the heavy-read guard walk expression trees,
@@ -67,9 +68,9 @@ class _OnSearchVector(Func):
         vector, params = compiler.compile(self.get_source_expressions()[0])
         return self.render(vector, list(params))
 
+    @abc.abstractmethod
     def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
         """The fragment over `vector` (the compiled `search_vector` column, with its parameters)."""
-        raise NotImplementedError
 
 
 class HoldsAnyTerm(_OnSearchVector):
