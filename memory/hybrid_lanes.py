@@ -2,13 +2,14 @@
 
 All of it runs in the caller's guarded, (tenant, subject) scoped heavy-read session, from the shared candidate set,
 and every figure is exact: fusion never guesses a figure a lane could give. Full memories are loaded only for the
-page a recall returns. Two shapes of read, chosen by how many candidates there are:
+page a recall returns. Three shapes of read, chosen by the subject's size (`memory.selectors.subject_size`):
 
-- Up to SMALL_SET candidates (a typical subject), one read brings every candidate in light form: its id, session,
-  write time, cosine distance and which query terms it holds. Term weights, both lanes' rankings and the session
-  order are computed from that, in memory.
-- Up to LOOPMEM_RECALL_EXACT_MAX_ROWS (the quota, by default) the term weights are counted (one aggregate), then one
-  exact scan scores every candidate in both lanes and keeps the rows either lane ranks in its best `pool`.
+- Up to SMALL_SET rows (a typical subject), one read brings every candidate in light form: its id, session, write
+  time, cosine distance and which query terms it holds. Term weights, both lanes' rankings and the session order
+  are computed from that, in memory.
+- Up to LOOPMEM_RECALL_EXACT_MAX_ROWS (the quota, by default), one statement: a single scan gives every candidate
+  its distance and held-terms mask, and from those the term weights and each lane's best `pool` rows
+  (`_EXACT_POOL_SQL`).
 - Above it (a deployment that lowered that bound), lane by lane: the keyword lane's best rows, the vector lane's
   through the verified HNSW read of `memory.selectors.recall_by_vector`, then each row's figure in the other lane.
 
@@ -26,8 +27,8 @@ from datetime import datetime
 from itertools import pairwise
 
 from django.conf import settings
-from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
-from django.db.models.functions import Lag, RowNumber
+from django.db.models import Case, F, FloatField, Q, QuerySet, When, Window
+from django.db.models.functions import Lag
 
 from loopmem.embedding import vector_index
 from loopmem.embedding.embedders import QueryEmbedding
@@ -36,9 +37,9 @@ from loopmem.tenancy.scope import Scope
 from memory import fusion, keyword_lane
 from memory.filters import MemoryFilters
 from memory.models import Memory
-from memory.selectors import recall_by_vector
+from memory.selectors import recall_by_vector, subject_size
 
-# Read whole, in light form, up to this many candidates: beyond it the per-row work in Python (and the rows that
+# Read whole, in light form, up to this many rows: beyond it the per-row work in Python (and the rows that
 # travel) outweighs the aggregate read it saves (measured: at 100 rows the whole read costs half the scan's extra
 # time over semantic recall, at 300 rows a little more than it).
 SMALL_SET = 200
@@ -89,14 +90,15 @@ def read_pool(
     filters: MemoryFilters | None = None,
 ) -> HybridPool:
     """Each lane's best `pool` candidates and the memories written just after them, scored in both lanes."""
-    whole = _read_whole(session, candidates, terms, embedding, pool)
-    if whole is not None:
-        return whole
-    keywords = keyword_lane.weigh_over(session, candidates, terms)
-    if keywords is None or include_superseded or keywords.rows <= settings.RECALL_EXACT_MAX_ROWS:
-        hybrid = _read_exactly(session, candidates, keywords, embedding, pool)
+    size = subject_size(session, scope)
+    if size <= SMALL_SET:
+        whole = _read_whole(session, candidates, terms, embedding, pool)
+        if whole is not None:
+            return whole
+    if include_superseded or size <= settings.RECALL_EXACT_MAX_ROWS:
+        hybrid, keywords = _read_exactly(session, candidates, terms, embedding, pool)
     else:
-        hybrid = _read_lane_by_lane(session, scope, candidates, keywords, embedding, pool, filters)
+        hybrid, keywords = _read_lane_by_lane(session, scope, candidates, terms, embedding, pool, filters)
     _add_session_context(session, candidates, hybrid, keywords, embedding)
     return hybrid
 
@@ -124,12 +126,11 @@ def _read_whole(
     rows = session.values(light[: SMALL_SET + 1])
     if len(rows) > SMALL_SET:
         return None
-    flags = [keyword_lane.held_flags(mask, len(terms)) for *_, mask in rows]
-    holding = [sum(held[n] for held in flags) for n in range(len(terms))]
+    holding = [sum(mask >> n & 1 for *_, mask in rows) for n in range(len(terms))]
     keywords = keyword_lane.weigh(terms, rows=len(rows), holding=holding)
     memories = [
-        _Light(memory_id, session_id, written_at, distance, keyword_lane.coverage_from(keywords, held))
-        for (memory_id, session_id, written_at, distance, _), held in zip(rows, flags, strict=True)
+        _Light(memory_id, session_id, written_at, distance, keyword_lane.coverage(keywords, mask))
+        for memory_id, session_id, written_at, distance, mask in rows
     ]
     by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id))[:pool]
     by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id))[:pool]
@@ -160,44 +161,54 @@ def _predecessors(memories: Sequence[_Light]) -> dict[uuid.UUID, uuid.UUID]:
     return links
 
 
+# Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool): the keyword
+# lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every row either
+# lane ranks, with both ranks and the term statistics. Both rankings are top-N sorts of the one materialized scan.
+_EXACT_POOL_SQL = f"""{keyword_lane.RANKING_CTES}
+, by_meaning AS (
+    SELECT *, row_number() OVER () AS rank FROM (
+        SELECT * FROM candidates WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %s
+    ) nearest)
+SELECT id, coalesce(m.source_session_id, w.source_session_id), coalesce(m.distance, w.distance),
+       coalesce(m.held, w.held), m.rank, w.rank, {keyword_lane.STATISTICS_COLUMNS}
+FROM by_meaning m FULL JOIN by_words w USING (id)
+"""
+
+
 def _read_exactly(
     session: scoped.ScopedSession,
     candidates: QuerySet[Memory],
-    keywords: keyword_lane.KeywordQuery | None,
+    terms: Sequence[str],
     embedding: QueryEmbedding,
     pool: int,
-) -> HybridPool:
+) -> tuple[HybridPool, keyword_lane.KeywordQuery | None]:
     """One scan: every candidate scored in both lanes, kept when either lane ranks it in its best `pool`."""
-    ranked = (
-        candidates.annotate(
-            distance=distance_to(embedding),
-            keyword_score=coverage_of(keywords),
-            semantic_rank=Window(RowNumber(), order_by=[F("distance").asc(nulls_last=True), F("id").asc()]),
-            keyword_rank=Window(RowNumber(), order_by=[F("keyword_score").desc(), F("id").asc()]),
-        )
-        .filter(Q(semantic_rank__lte=pool) | Q(keyword_rank__lte=pool))
-        .values_list("id", "source_session_id", "distance", "keyword_score", "semantic_rank", "keyword_rank")
+    light = (
+        candidates.order_by()
+        .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
+        .values_list("id", "source_session_id", "distance", "held")
     )
-    rows = session.values(ranked)
-    by_meaning = sorted((r for r in rows if r[4] <= pool and r[2] is not None), key=lambda r: int(r[4]))
-    by_words = sorted((r for r in rows if r[5] <= pool and r[3]), key=lambda r: int(r[5]))
+    rows = session.values_over(light, _EXACT_POOL_SQL, [len(terms), pool, pool])
+    keywords = keyword_lane.weights_from(terms, rows[0][6], rows[0][7]) if rows and terms else None
+    by_meaning = sorted((row for row in rows if row[4] is not None), key=lambda row: int(row[4]))
+    by_words = sorted((row for row in rows if row[5] is not None), key=lambda row: int(row[5]))
     hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
-    for memory_id, session_id, distance, coverage, *_ in [*by_meaning, *by_words]:
-        hybrid.add(memory_id, session_id, distance, coverage)
-    return hybrid
+    for memory_id, session_id, distance, mask, *_ in [*by_meaning, *by_words]:
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    return hybrid, keywords
 
 
 def _read_lane_by_lane(
     session: scoped.ScopedSession,
     scope: Scope,
     candidates: QuerySet[Memory],
-    keywords: keyword_lane.KeywordQuery,
+    terms: Sequence[str],
     embedding: QueryEmbedding,
     pool: int,
     filters: MemoryFilters | None,
-) -> HybridPool:
+) -> tuple[HybridPool, keyword_lane.KeywordQuery | None]:
     """A subject above the exact read's bound: each lane's best rows, then each one's figure in the other lane."""
-    by_words = keyword_lane.keyword_rank(session, candidates, keywords, pool)
+    keywords, by_words = keyword_lane.rank_by_words(session, candidates, terms, pool)
     by_meaning = recall_by_vector(
         scope=scope, vector=embedding.vector, model_id=embedding.model_id, k=pool, session=session, filters=filters
     )
@@ -209,16 +220,15 @@ def _read_lane_by_lane(
     )
     for hit in by_meaning.hits:
         hybrid.loaded[hit.memory.id] = hit.memory
-    for row in by_words:
-        hybrid.loaded[row.id] = row
+    ids = list({hit.memory.id for hit in by_meaning.hits} | {memory_id for memory_id, _ in by_words})
     figures = (
-        candidates.filter(id__in=list(hybrid.loaded))
-        .annotate(distance=distance_to(embedding), keyword_score=coverage_of(keywords))
-        .values_list("id", "source_session_id", "distance", "keyword_score")
+        candidates.filter(id__in=ids)
+        .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
+        .values_list("id", "source_session_id", "distance", "held")
     )
-    for memory_id, session_id, distance, coverage in session.values(figures):
-        hybrid.add(memory_id, session_id, distance, coverage)
-    return hybrid
+    for memory_id, session_id, distance, mask in session.values(figures):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    return hybrid, keywords
 
 
 def _add_session_context(
@@ -244,13 +254,13 @@ def _add_session_context(
                 Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()]
             ),
             distance=distance_to(embedding),
-            keyword_score=coverage_of(keywords),
+            held=keyword_lane.HeldTerms(list(keywords.weights) if keywords is not None else []),
         )
         .filter(previous_id__in=list(hybrid.session_of))
-        .values_list("id", "source_session_id", "distance", "keyword_score", "previous_id")
+        .values_list("id", "source_session_id", "distance", "held", "previous_id")
     )
-    for memory_id, session_id, distance, coverage, previous_id in session.values(following):
-        hybrid.add(memory_id, session_id, distance, coverage)
+    for memory_id, session_id, distance, mask, previous_id in session.values(following):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
         hybrid.previous[memory_id] = previous_id
 
 
@@ -272,7 +282,3 @@ def distance_to(embedding: QueryEmbedding) -> Case:
         len(embedding.vector)
     )
     return Case(When(embedded, then=vector_index.exact_distance(embedding.vector)), output_field=FloatField())
-
-
-def coverage_of(keywords: keyword_lane.KeywordQuery | None) -> keyword_lane.Coverage | Value:
-    return keywords.coverage() if keywords is not None else Value(0.0, output_field=FloatField())

@@ -9,31 +9,34 @@ query's information a memory holds.
   That is BM25 with binary term frequency and no length normalisation: a memory is a short statement, and counting
   repeats or penalising length bought nothing on the evaluation set (docs/quality.md).
 
-Complete by construction: the match is exact (the GIN index returns every row holding a term; nothing is
-approximate) and every matching candidate is scored and sorted before the cut. The read is bounded by the subject,
-whose live rows never exceed the quota (`LOOPMEM_MEMORY_QUOTA`), and runs inside the guarded, (tenant, subject)
-scoped heavy-read session like the vector lane.
+One pass over the candidates: each row's text-search vector is matched against each term once, giving which terms
+it holds as a bitmask (`HeldTerms`); the term counts, the weights and the ranking are then computed from the masks
+(a subject has a few distinct masks, not thousands), inside the same statement (`RANKING_CTES`).
+
+Complete by construction: every candidate is matched and every matching one is scored and sorted before the cut.
+The read is bounded by the subject, whose live rows never exceed the quota (`LOOPMEM_MEMORY_QUOTA`), and runs inside
+the guarded, (tenant, subject) scoped heavy-read session like the vector lane.
 """
 
 from __future__ import annotations
 
-import abc
 import math
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.postgres.fields import ArrayField
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BigIntegerField, BooleanField, Count, F, FloatField, Func, IntegerField, QuerySet
+from django.db.models import BigIntegerField, F, Func, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 
 from loopmem.database import router
 from loopmem.reads import scoped
 from memory.models import KEYWORD_CONFIG, Memory
 
-# A query longer than this many distinct terms keeps its first ones: the statistics query grows with each term.
+# A query longer than this many distinct terms keeps its first ones: each term is one match per candidate, and a
+# mask holds at most 63.
 MAX_QUERY_TERMS = 32
 
 _QUERY_TERMS_SQL = "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1], lexeme LIMIT %s"
@@ -45,12 +48,15 @@ def tsquery_literal(lexemes: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-class _OnSearchVector(Func, abc.ABC):
-    """An expression over the row's `search_vector`, rendered as one SQL fragment.
+class HeldTerms(Func):
+    """Which of the lexemes the row's `search_vector` holds, as a bitmask: bit n set when it holds lexeme n.
 
-    Each is a single node, whatever the number of terms: the ORM and the heavy-read guard walk expression trees,
-    and a Case/When per term made building a query cost more than running it.
+    One SQL fragment whatever the number of terms (the ORM and the heavy-read guard walk expression trees, and a node
+    per term made building a query cost more than running it); an integer travels and groups far cheaper than a
+    boolean array.
     """
+
+    output_field = BigIntegerField()
 
     def __init__(self, lexemes: Sequence[str]) -> None:
         super().__init__(F("search_vector"))
@@ -65,46 +71,9 @@ class _OnSearchVector(Func, abc.ABC):
         arg_joiner: str | None = None,
         **extra_context: Any,
     ) -> tuple[str, list[Any]]:
-        vector, params = compiler.compile(self.get_source_expressions()[0])
-        return self.render(vector, list(params))
-
-    @abc.abstractmethod
-    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
-        """The fragment over `vector` (the compiled `search_vector` column, with its parameters)."""
-
-
-class HoldsAnyTerm(_OnSearchVector):
-    """`search_vector @@ 'a' | 'b'`: the row holds at least one of the lexemes (GIN-indexable)."""
-
-    output_field = BooleanField()
-
-    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
-        return f"({vector} @@ %s::tsquery)", [*vector_params, tsquery_literal(self.lexemes)]
-
-
-class TermCounts(_OnSearchVector):
-    """An aggregate: for each lexeme, how many rows hold it (`ARRAY[count(*) FILTER (WHERE ...), ...]`)."""
-
-    contains_aggregate = True
-    output_field = ArrayField(IntegerField())
-
-    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
-        counts = ", ".join(f"count(*) FILTER (WHERE {vector} @@ %s::tsquery)" for _ in self.lexemes)
-        params = [value for lexeme in self.lexemes for value in (*vector_params, tsquery_literal([lexeme]))]
-        return f"ARRAY[{counts}]::integer[]", params
-
-
-class HeldTerms(_OnSearchVector):
-    """Which of the lexemes the row holds, as a bitmask: bit n set when it holds lexeme n (at most 63 of them).
-
-    An integer travels and decodes far cheaper than a boolean array, and hybrid recall reads it for every row.
-    """
-
-    output_field = BigIntegerField()
-
-    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
         if not self.lexemes:
             return "0::bigint", []
+        vector, vector_params = compiler.compile(self.get_source_expressions()[0])
         bits = " | ".join(
             f"(CASE WHEN {vector} @@ %s::tsquery THEN {1 << n} ELSE 0 END)::bigint" for n in range(len(self.lexemes))
         )
@@ -115,28 +84,6 @@ class HeldTerms(_OnSearchVector):
 def held_flags(mask: int, terms: int) -> list[bool]:
     """A `HeldTerms` bitmask as one flag per term, in order."""
     return [bool(mask >> n & 1) for n in range(terms)]
-
-
-class Coverage(_OnSearchVector):
-    """Σ weight of the lexemes the row holds / `total`: the keyword lane's score, 0 for a row that holds none."""
-
-    output_field = FloatField()
-
-    def __init__(self, lexemes: Sequence[str], weights: Sequence[float], total: float) -> None:
-        super().__init__(lexemes)
-        self.weights, self.total = tuple(weights), total
-
-    def render(self, vector: str, vector_params: list[Any]) -> tuple[str, list[Any]]:
-        if not self.lexemes:
-            return "0.0::double precision", []
-        # float8 throughout: a bare 0.0 or weight literal is numeric, whose arithmetic costs several times more.
-        held = " + ".join(f"CASE WHEN {vector} @@ %s::tsquery THEN %s::float8 ELSE 0::float8 END" for _ in self.lexemes)
-        params = [
-            value
-            for lexeme, weight in zip(self.lexemes, self.weights, strict=True)
-            for value in (*vector_params, tsquery_literal([lexeme]), weight)
-        ]
-        return f"(({held}) / %s::float8)", [*params, self.total]
 
 
 def query_terms(query: str) -> list[str]:
@@ -159,60 +106,84 @@ class KeywordQuery:
     """The query's terms with their weights over this candidate set."""
 
     weights: dict[str, float]  # every term of the query, in query order
-    held: tuple[str, ...]  # the terms at least one candidate holds
     rows: int  # the candidates the weights were counted over
 
     @property
     def total_weight(self) -> float:
         return sum(self.weights.values())
 
-    def matches(self) -> HoldsAnyTerm:
-        return HoldsAnyTerm(self.held)
 
-    def coverage(self) -> Coverage:
-        """Σ weight of the terms the row holds / Σ weight of all the query's terms."""
-        return Coverage(self.held, [self.weights[term] for term in self.held], self.total_weight)
-
-
-def keyword_query(session: scoped.ScopedSession, candidates: QuerySet[Memory], query: str) -> KeywordQuery | None:
-    """Weigh the query's terms over the candidates (one aggregate read); None when the query has no terms."""
-    return weigh_over(session, candidates, query_terms(query))
-
-
-def weigh_over(
-    session: scoped.ScopedSession, candidates: QuerySet[Memory], terms: Sequence[str]
-) -> KeywordQuery | None:
-    """`keyword_query` for terms already parsed."""
-    if not terms:
-        return None
-    stats = session.aggregate(candidates, rows=Count("id"), holding=TermCounts(terms))
-    return weigh(terms, rows=stats["rows"], holding=stats["holding"])
+def coverage(keywords: KeywordQuery | None, mask: int) -> float:
+    """Σ weight of the terms a `HeldTerms` mask holds / Σ weight of all the query's terms: the lane's score, 0 for a
+    row that holds none (and without weights: a query with no term, or one no candidate holds)."""
+    if keywords is None or keywords.total_weight <= 0:
+        return 0.0
+    held = held_flags(mask, len(keywords.weights))
+    return sum(weight for weight, holds in zip(keywords.weights.values(), held, strict=True) if holds) / (
+        keywords.total_weight
+    )
 
 
 def weigh(terms: Sequence[str], *, rows: int, holding: Sequence[int]) -> KeywordQuery:
     """The terms' weights, from how many of `rows` candidates hold each."""
-    weights = {term: idf(rows, held) for term, held in zip(terms, holding, strict=True)}
-    held = tuple(term for term, count in zip(terms, holding, strict=True) if count > 0)
-    return KeywordQuery(weights=weights, held=held, rows=rows)
+    return KeywordQuery(weights={term: idf(rows, held) for term, held in zip(terms, holding, strict=True)}, rows=rows)
 
 
-def coverage_from(keywords: KeywordQuery, held: Sequence[bool]) -> float:
-    """`Coverage` computed from a row's held flags (one per term, in query order), the same figure as in SQL."""
-    total = keywords.total_weight
-    if total <= 0:
-        return 0.0
-    return sum(weight for weight, holds in zip(keywords.weights.values(), held, strict=True) if holds) / total
+# Over `candidates` (id, held, ...; see scoped.ScopedSession.values_over), with parameters (term count, limit):
+# masks — each distinct held-terms mask and how many candidates have it; term_bits — how many hold each term;
+# mask_weights — each matching mask's summed weight (BM25 idf, as `idf`); by_words — the `limit` best candidates by
+# that weight (the coverage's order: its denominator is the same for every row), ties by id: their columns and rank.
+# Every aggregate after `masks` runs over the distinct masks, not the rows.
+RANKING_CTES = """
+, masks AS (SELECT held, count(*) AS n FROM candidates GROUP BY held)
+, term_bits AS (
+    SELECT b, coalesce(sum(n) FILTER (WHERE held & (1::bigint << b) <> 0), 0)::bigint AS holding
+    FROM masks CROSS JOIN generate_series(0, %s - 1) AS b GROUP BY b)
+, mask_weights AS (
+    SELECT m.held,
+           sum(ln(1.0 + ((SELECT sum(n) FROM masks) - t.holding + 0.5) / (t.holding + 0.5))::float8)
+             FILTER (WHERE m.held & (1::bigint << t.b) <> 0) AS weight
+    FROM masks m CROSS JOIN term_bits t WHERE m.held <> 0 GROUP BY m.held)
+, by_words AS (
+    SELECT *, row_number() OVER () AS rank FROM (
+        SELECT c.* FROM candidates c JOIN mask_weights w USING (held) ORDER BY w.weight DESC, c.id LIMIT %s
+    ) best)
+"""
+# The term counts and the candidate count, as two columns of every row (each computed once).
+STATISTICS_COLUMNS = "(SELECT array_agg(holding ORDER BY b) FROM term_bits), (SELECT sum(n) FROM masks)::bigint"
+
+_KEYWORD_RANK_SQL = f"""{RANKING_CTES}
+SELECT id, held, {STATISTICS_COLUMNS} FROM by_words ORDER BY rank
+"""
+
+
+def weights_from(terms: Sequence[str], holding: Sequence[int] | None, rows: int | None) -> KeywordQuery:
+    """The KeywordQuery of the statistics columns (NULL when the query has no term)."""
+    return weigh(terms, rows=int(rows or 0), holding=[int(count) for count in holding or [0] * len(terms)])
+
+
+def rank_by_words(
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], terms: Sequence[str], limit: int
+) -> tuple[KeywordQuery | None, list[tuple[uuid.UUID, int]]]:
+    """The `limit` candidates holding the most of the query, best first (ties by id), as (id, held mask), and the
+    weights. One statement. (None, []) when no candidate holds a term of the query (or it has none)."""
+    if not terms:
+        return None, []
+    light = candidates.order_by().annotate(held=HeldTerms(terms)).values_list("id", "held")
+    rows = session.values_over(light, _KEYWORD_RANK_SQL, [len(terms), limit])
+    if not rows:
+        return None, []
+    _, _, holding, total = rows[0]
+    return weights_from(terms, holding, total), [(memory_id, mask) for memory_id, mask, *_ in rows]
 
 
 def keyword_rank(
-    session: scoped.ScopedSession, candidates: QuerySet[Memory], keywords: KeywordQuery | None, limit: int
-) -> list[Memory]:
-    """The `limit` candidates holding the most of the query, best first (ties by id); each has `keyword_score`."""
-    if keywords is None or not keywords.held:
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], query: str, limit: int
+) -> list[tuple[Memory, float]]:
+    """The `limit` candidates holding the most of the query, best first (ties by id), each with its coverage."""
+    keywords, ranked = rank_by_words(session, candidates, query_terms(query), limit)
+    if keywords is None:
         return []
-    ranked = (
-        candidates.filter(keywords.matches())
-        .annotate(keyword_score=keywords.coverage())
-        .order_by("-keyword_score", "id")[:limit]
-    )
-    return session.fetch(ranked)
+    rows = {row.id: row for row in session.fetch(candidates.filter(id__in=[memory_id for memory_id, _ in ranked]))}
+    # A row forgotten since the ranking read (its own statement) is no longer there to return.
+    return [(rows[memory_id], coverage(keywords, mask)) for memory_id, mask in ranked if memory_id in rows]

@@ -89,9 +89,8 @@ def recall_lanes(
     with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
             # The keyword lane alone: k rows, and enough to judge the top one's separation.
-            keywords = keyword_lane.keyword_query(session, candidates, query)
-            rows = keyword_lane.keyword_rank(session, candidates, keywords, max(k, GRADE_DEPTH))
-            result = _keyword_result(rows, k, mode=mode)
+            by_words = keyword_lane.keyword_rank(session, candidates, query, max(k, GRADE_DEPTH))
+            result = _keyword_result(by_words, k, mode=mode)
             if isinstance(embedding, EmbeddingFailure):
                 result.fallback, result.reason, result.lane_lost = True, embedding.tag, "semantic"
             return result
@@ -136,9 +135,9 @@ def _weights() -> fusion.FusionWeights:
     )
 
 
-def _keyword_result(rows: list[Memory], k: int, *, mode: str) -> RecallResult:
-    scores = [float(row.keyword_score) for row in rows]  # type: ignore[attr-defined]  # annotated by keyword_rank
-    hits = [RecallHit(memory=row, score=score, keyword=score) for row, score in zip(rows[:k], scores, strict=False)]
+def _keyword_result(ranked: list[tuple[Memory, float]], k: int, *, mode: str) -> RecallResult:
+    hits = [RecallHit(memory=row, score=score, keyword=score) for row, score in ranked[:k]]
+    scores = [score for _, score in ranked]
     return RecallResult(
         hits=hits, k=k, mode=mode, lane_counts={"keyword": len(hits)}, separation_grade=separation_grade(scores)
     )

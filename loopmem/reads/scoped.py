@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from django.db import connections, models, transaction
@@ -20,7 +20,7 @@ from django.db import connections, models, transaction
 from loopmem.database.router import HEAVY_READ_ALIAS
 from loopmem.reads.hnsw_options import AppliedOptions, ReadOptions, apply_read_options
 from loopmem.reads.tenant_gate import tenant_gate
-from loopmem.reads.where_guard import assert_scoped, assert_tenant_scoped
+from loopmem.reads.where_guard import assert_names_no_table, assert_scoped, assert_tenant_scoped
 
 M = TypeVar("M", bound=models.Model)
 
@@ -87,10 +87,23 @@ class ScopedSession(_HeavySession):
             (count,) = cursor.fetchone()
         return int(count)
 
-    def aggregate(self, queryset: models.QuerySet[M], **aggregates: Any) -> dict[str, Any]:
-        """Aggregates over the scoped rows (the keyword lane's term statistics)."""
-        assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
-        return queryset.using(HEAVY_READ_ALIAS).aggregate(**aggregates)
+    def values_over(
+        self, candidates: models.QuerySet[Any, Any], statement: str, params: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        """The rows of `statement`, SQL that reads the scoped `candidates` as the CTE `candidates`, computed once.
+
+        For a read the ORM cannot say in one statement: several rankings and statistics of one scan. `statement`
+        continues the WITH list (`, more AS (...) SELECT ...`) or is the SELECT itself; its parameters follow the
+        queryset's. The queryset is guarded like every heavy read and the statement may name no table (refused
+        otherwise), so every row the statement sees came through the guard.
+        """
+        assert_scoped(candidates.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
+        assert_names_no_table(statement)
+        sql, inner_params = candidates.query.get_compiler(using=HEAVY_READ_ALIAS).as_sql()
+        with connections[HEAVY_READ_ALIAS].cursor() as cursor:
+            cursor.execute(f"WITH candidates AS MATERIALIZED ({sql}) {statement}", [*inner_params, *params])
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 @functools.cache

@@ -2,14 +2,18 @@
 
 Not a convention: the guard reads the query Django compiled. A predicate counts only when it is an equality in an
 AND chain (never under OR or NOT) on the table's own column, equal to the scope's value; subqueries are checked too.
+SQL written over a guarded query's rows (`ScopedSession.values_over`) may name no table at all.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from django.apps import apps
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
 from django.db.models.sql import Query
@@ -101,3 +105,20 @@ def assert_tenant_scoped(query: Query, *, tenant_id: uuid.UUID) -> None:
     visibility predicate's job (`Article.objects.visible_to`); this guard makes a cross-tenant row impossible.
     """
     _assert_tenant_everywhere(query, tenant_id)
+
+
+@functools.cache
+def _table_names() -> frozenset[str]:
+    return frozenset(model._meta.db_table.lower() for model in apps.get_models(include_auto_created=True))
+
+
+@functools.cache
+def assert_names_no_table(statement: str) -> None:
+    """Raise UnscopedHeavyRead if SQL meant to read only a guarded query's rows (a CTE over it) names a table.
+
+    Any identifier equal to a model's table counts, wherever it stands: a false alarm is a programming error to
+    rename, a missed table would be a read outside the scope. Cached: the statements are the code's constants.
+    """
+    named = set(re.findall(r"[a-z_][a-z0-9_$]*", statement.lower())) & _table_names()
+    if named:
+        raise UnscopedHeavyRead(f"heavy read refused: the statement names table(s) {', '.join(sorted(named))}")

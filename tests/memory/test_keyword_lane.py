@@ -6,7 +6,6 @@ import math
 
 import pytest
 from django.db import connection
-from django.db.models import Count
 
 from loopmem.reads import scoped
 from loopmem.reads.where_guard import UnscopedHeavyRead
@@ -28,12 +27,16 @@ def _write(tenant, texts, subject="agent-a"):
 
 
 def _rank(tenant, query, limit=50, subject="agent-a"):
+    """The lane's weights and its ranking as (text, coverage), best first."""
     scope = _scope(tenant, subject)
     candidates = recall_candidates(scope, include_superseded=False)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id=subject) as session:
-        keywords = keyword_lane.keyword_query(session, candidates, query)
-        rows = keyword_lane.keyword_rank(session, candidates, keywords, limit)
-    return keywords, rows
+        keywords, ranked = keyword_lane.rank_by_words(session, candidates, keyword_lane.query_terms(query), limit)
+        rows = keyword_lane.keyword_rank(session, candidates, query, limit)
+    texts = dict(Memory.objects.filter(id__in=[memory_id for memory_id, _ in ranked]).values_list("id", "text"))
+    by_words = [(texts[memory_id], keyword_lane.coverage(keywords, mask)) for memory_id, mask in ranked]
+    assert [(row.text, score) for row, score in rows] == by_words  # the lane as recall reads it: the same ranking
+    return keywords, by_words
 
 
 @pytest.mark.parametrize(
@@ -79,7 +82,7 @@ def test_idf_is_large_for_rare_terms_and_never_negative():
 def test_a_rare_term_outweighs_a_common_one(tenant):
     _write(tenant, [f"the meeting notes for week {n}" for n in range(8)] + ["the Zanzibar offsite notes"])
     keywords, rows = _rank(tenant, "zanzibar meeting")
-    assert rows[0].text == "the Zanzibar offsite notes"
+    assert rows[0][0] == "the Zanzibar offsite notes"
     assert keywords is not None
     assert keywords.weights["zanzibar"] > keywords.weights["meet"]
 
@@ -88,14 +91,14 @@ def test_coverage_is_the_share_of_the_query_weight_a_memory_holds(tenant):
     _write(tenant, ["alpha beta gamma", "alpha", "delta"])
     keywords, rows = _rank(tenant, "alpha beta gamma omega")
     assert keywords is not None
-    scores = {row.text: row.keyword_score for row in rows}
+    scores = dict(rows)
     total = sum(keywords.weights.values())
     assert scores["alpha beta gamma"] == pytest.approx(
         (keywords.weights["alpha"] + keywords.weights["beta"] + keywords.weights["gamma"]) / total
     )
     assert scores["alpha"] == pytest.approx(keywords.weights["alpha"] / total)
     assert "delta" not in scores  # holds no term: not in the lane at all
-    assert keywords.held == ("alpha", "beta", "gamma")  # omega is held by no candidate
+    assert keywords.weights["omega"] == pytest.approx(keyword_lane.idf(3, 0))  # held by no candidate, still weighed
 
 
 def test_the_lane_is_complete_and_exact_past_any_pool(tenant):
@@ -110,8 +113,10 @@ def test_the_lane_is_complete_and_exact_past_any_pool(tenant):
         words = set(text.split())
         return sum(w for term, w in keywords.weights.items() if term in words) / total
 
+    for term, weight in keywords.weights.items():  # the statement's term counts, counted again here
+        assert weight == pytest.approx(keyword_lane.idf(120, sum(term in t.split() for t in texts)))
     expected = sorted(((brute(t), t) for t in texts if brute(t) > 0), key=lambda pair: -pair[0])[:25]
-    assert [round(row.keyword_score, 9) for row in rows] == [round(score, 9) for score, _ in expected]
+    assert [round(score, 9) for _, score in rows] == [round(score, 9) for score, _ in expected]
 
 
 def test_the_weights_count_only_the_scoped_candidates(tenant, other_tenant):
@@ -123,9 +128,17 @@ def test_the_weights_count_only_the_scoped_candidates(tenant, other_tenant):
     assert keywords.weights["zebra"] == pytest.approx(keyword_lane.idf(4, 1))
 
 
-def test_the_session_refuses_an_unscoped_aggregate(tenant):
-    with (
-        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
-        pytest.raises(UnscopedHeavyRead),
-    ):
-        session.aggregate(Memory.objects.filter(tenant_id=tenant.id), rows=Count("id"))
+def test_the_session_refuses_an_unscoped_statement(tenant):
+    """values_over: the candidates must be scoped, and the statement may read nothing but them."""
+    scoped_rows = recall_candidates(_scope(tenant), include_superseded=False).values_list("id")
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        assert session.values_over(scoped_rows, "SELECT count(*) FROM candidates", []) == [(0,)]
+        with pytest.raises(UnscopedHeavyRead):
+            session.values_over(Memory.objects.filter(tenant_id=tenant.id).values_list("id"), "SELECT 1", [])
+        for statement in (
+            "SELECT count(*) FROM memories",
+            ", more AS (SELECT id FROM candidates) SELECT * FROM more JOIN Memories USING (id)",
+            'SELECT * FROM candidates WHERE id IN (SELECT id FROM "session_memories")',
+        ):
+            with pytest.raises(UnscopedHeavyRead, match="names table"):
+                session.values_over(scoped_rows, statement, [])
