@@ -20,11 +20,9 @@ ones in their sessions join them, scored the same way.
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from itertools import pairwise
 
 from django.conf import settings
 from django.db.models import Case, F, FloatField, Q, QuerySet, When, Window
@@ -107,7 +105,7 @@ def read_pool(
 class _Light:
     id: uuid.UUID
     session_id: str | None
-    written_at: datetime
+    previous_id: uuid.UUID | None  # its predecessor in its session, among the candidates
     distance: float | None
     coverage: float
 
@@ -120,45 +118,39 @@ def _read_whole(
     pool: int,
 ) -> HybridPool | None:
     """Every candidate in light form, in one read; None when there are more than SMALL_SET (read at most one more)."""
-    light = candidates.annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms)).values_list(
-        "id", "source_session_id", "inserted_at", "distance", "held"
-    )
+    light = candidates.annotate(
+        distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms), previous_id=_predecessor_in_session()
+    ).values_list("id", "source_session_id", "previous_id", "distance", "held")
     rows = session.values(light[: SMALL_SET + 1])
     if len(rows) > SMALL_SET:
         return None
-    holding = [sum(mask >> n & 1 for *_, mask in rows) for n in range(len(terms))]
+    # Per distinct mask, not per row: a subject's rows share a handful of them.
+    masks = Counter(mask for *_, mask in rows)
+    holding = [sum(count for mask, count in masks.items() if mask >> n & 1) for n in range(len(terms))]
     keywords = keyword_lane.weigh(terms, rows=len(rows), holding=holding)
+    coverage = {mask: keyword_lane.coverage(keywords, mask) for mask in masks}
     memories = [
-        _Light(memory_id, session_id, written_at, distance, keyword_lane.coverage(keywords, mask))
-        for memory_id, session_id, written_at, distance, mask in rows
+        _Light(memory_id, session_id, previous_id if session_id else None, distance, coverage[mask])
+        for memory_id, session_id, previous_id, distance, mask in rows
     ]
-    by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id))[:pool]
-    by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id))[:pool]
+    by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id.int))[:pool]
+    by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id.int))[:pool]
     hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
     for memory in [*by_meaning, *by_words]:
         hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
     # Session context: the memory written just after each pooled one, in its session, among the candidates.
-    by_id = {memory.id: memory for memory in memories}
     pooled = set(hybrid.session_of)
-    for successor, predecessor in _predecessors(memories).items():
-        if predecessor in pooled:
-            memory = by_id[successor]
+    for memory in memories:
+        if memory.previous_id in pooled:
             hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
-            hybrid.previous[successor] = predecessor
+            hybrid.previous[memory.id] = memory.previous_id
     return hybrid
 
 
-def _predecessors(memories: Sequence[_Light]) -> dict[uuid.UUID, uuid.UUID]:
-    """Each memory's predecessor in its session, by write order (ties by id), like the lane-by-lane read's window."""
-    sessions: dict[str, list[_Light]] = defaultdict(list)
-    for memory in memories:
-        if memory.session_id:
-            sessions[memory.session_id].append(memory)
-    links: dict[uuid.UUID, uuid.UUID] = {}
-    for members in sessions.values():
-        ordered = sorted(members, key=lambda m: (m.written_at, m.id))
-        links.update((later.id, earlier.id) for earlier, later in pairwise(ordered))
-    return links
+def _predecessor_in_session() -> Window:
+    """The id of the memory written just before this one in its session (by write order, ties by id), among the
+    rows the query reads; meaningless for a memory without a session (callers ignore it)."""
+    return Window(Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()])
 
 
 # Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool): the keyword
@@ -250,9 +242,7 @@ def _add_session_context(
     following = (
         candidates.filter(source_session_id__in=sessions)
         .annotate(
-            previous_id=Window(
-                Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()]
-            ),
+            previous_id=_predecessor_in_session(),
             distance=distance_to(embedding),
             held=keyword_lane.HeldTerms(list(keywords.weights) if keywords is not None else []),
         )
