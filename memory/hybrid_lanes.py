@@ -153,7 +153,7 @@ def _predecessor_in_session() -> Window:
     return Window(Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()])
 
 
-# Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool): the keyword
+# Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool, pool): the keyword
 # lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every row either
 # lane ranks, with both ranks and the term statistics. Both rankings are top-N sorts of the one materialized scan.
 _EXACT_POOL_SQL = f"""{keyword_lane.RANKING_CTES}
@@ -180,7 +180,7 @@ def _read_exactly(
         .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
         .values_list("id", "source_session_id", "distance", "held")
     )
-    rows = session.values_over(light, _EXACT_POOL_SQL, [len(terms), pool, pool])
+    rows = session.values_over(light, _EXACT_POOL_SQL, [len(terms), pool, pool, pool])
     keywords = keyword_lane.weights_from(terms, rows[0][6], rows[0][7]) if rows and terms else None
     by_meaning = sorted((row for row in rows if row[4] is not None), key=lambda row: int(row[4]))
     by_words = sorted((row for row in rows if row[5] is not None), key=lambda row: int(row[5]))

@@ -129,10 +129,13 @@ def weigh(terms: Sequence[str], *, rows: int, holding: Sequence[int]) -> Keyword
     return KeywordQuery(weights={term: idf(rows, held) for term, held in zip(terms, holding, strict=True)}, rows=rows)
 
 
-# Over `candidates` (id, held, ...; see scoped.ScopedSession.values_over), with parameters (term count, limit):
+# Over `candidates` (id, held, ...; see scoped.ScopedSession.values_over), with parameters (term count, limit,
+# limit):
 # masks — each distinct held-terms mask and how many candidates have it; term_bits — how many hold each term;
-# mask_weights — each matching mask's summed weight (BM25 idf, as `idf`); by_words — the `limit` best candidates by
-# that weight (the coverage's order: its denominator is the same for every row), ties by id: their columns and rank.
+# mask_weights — each matching mask's summed weight (BM25 idf, as `idf`), the coverage's order (its denominator is
+# the same for every row); contending — the masks with fewer than `limit` rows of a strictly greater weight, the
+# only ones whose rows can make the cut; by_words — the `limit` best candidates by weight, ties by id: their columns
+# and rank.
 # Every aggregate after `masks` runs over the distinct masks, not the rows.
 RANKING_CTES = """
 , masks AS (SELECT held, count(*) AS n FROM candidates GROUP BY held)
@@ -140,13 +143,19 @@ RANKING_CTES = """
     SELECT b, coalesce(sum(n) FILTER (WHERE held & (1::bigint << b) <> 0), 0)::bigint AS holding
     FROM masks CROSS JOIN generate_series(0, %s - 1) AS b GROUP BY b)
 , mask_weights AS (
-    SELECT m.held,
+    SELECT m.held, m.n,
            sum(ln(1.0 + ((SELECT sum(n) FROM masks) - t.holding + 0.5) / (t.holding + 0.5))::float8)
              FILTER (WHERE m.held & (1::bigint << t.b) <> 0) AS weight
-    FROM masks m CROSS JOIN term_bits t WHERE m.held <> 0 GROUP BY m.held)
+    FROM masks m CROSS JOIN term_bits t WHERE m.held <> 0 GROUP BY m.held, m.n)
+, contending AS (
+    SELECT held, weight FROM (
+        SELECT held, weight, coalesce(sum(n) OVER (
+            ORDER BY weight DESC RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE GROUP), 0) AS ahead
+        FROM mask_weights) counted
+    WHERE ahead < %s)
 , by_words AS (
     SELECT *, row_number() OVER () AS rank FROM (
-        SELECT c.* FROM candidates c JOIN mask_weights w USING (held) ORDER BY w.weight DESC, c.id LIMIT %s
+        SELECT c.* FROM candidates c JOIN contending w USING (held) ORDER BY w.weight DESC, c.id LIMIT %s
     ) best)
 """
 # The term counts and the candidate count, as two columns of every row (each computed once).
@@ -170,7 +179,7 @@ def rank_by_words(
     if not terms:
         return None, []
     light = candidates.order_by().annotate(held=HeldTerms(terms)).values_list("id", "held")
-    rows = session.values_over(light, _KEYWORD_RANK_SQL, [len(terms), limit])
+    rows = session.values_over(light, _KEYWORD_RANK_SQL, [len(terms), limit, limit])
     if not rows:
         return None, []
     _, _, holding, total = rows[0]

@@ -142,3 +142,21 @@ def test_the_session_refuses_an_unscoped_statement(tenant):
         ):
             with pytest.raises(UnscopedHeavyRead, match="names table"):
                 session.values_over(scoped_rows, statement, [])
+
+
+@pytest.mark.parametrize("limit", [1, 5, 7, 12, 30])
+def test_ties_across_masks_of_equal_weight_break_by_id_at_any_cut(tenant, limit):
+    """Terms held by as many rows weigh the same: rows holding either tie, whatever the mask; the cut falls by id."""
+    rows = _write(tenant, ["apple"] * 6 + ["pear"] * 6 + ["apple pear"] * 3 + ["plum"] * 2)
+    scope = _scope(tenant)
+    candidates = recall_candidates(scope, include_superseded=False)
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        keywords, ranked = keyword_lane.rank_by_words(session, candidates, ["appl", "pear"], limit)
+    assert keywords is not None
+    assert keywords.weights["appl"] == keywords.weights["pear"]  # 9 of 17 rows hold each
+    held = {row.id: {"apple": 1, "pear": 2, "apple pear": 3, "plum": 0}[row.text] for row in rows}
+    expected = sorted(
+        (memory_id for memory_id, mask in held.items() if mask),
+        key=lambda memory_id: (-keyword_lane.coverage(keywords, held[memory_id]), str(memory_id)),
+    )[:limit]
+    assert [memory_id for memory_id, _ in ranked] == expected
