@@ -37,6 +37,7 @@ from loopmem.models import Tenant
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_create, tenant_set_provider
 from memory.embedding import MEMORY_EMBEDDINGS
+from memory.event_time import event_spans
 from memory.models import Memory
 from memory.recall_modes import RECALL_MODES, RecallMode, recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
@@ -162,6 +163,8 @@ def load_corpus(
                     source_session_id=session["id"],
                     metadata={"turn_id": turn["id"]},
                 )
+                # As the writer resolves a memory's days, against the day it was said (the session's).
+                memory.occurred_on = event_spans(memory.text, day.date()) or None
                 rows.append(memory)
                 written_at.append(day + timedelta(minutes=n))
                 turn_of[memory.id] = turn["id"]

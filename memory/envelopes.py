@@ -51,6 +51,7 @@ def _iso(moment: datetime | None) -> str | None:
 class LaneScoresData(TypedDict):
     semantic: float | None
     keyword: float | None
+    time: NotRequired[float]  # only when the query names days
 
 
 class RecallHitData(TypedDict):
@@ -69,7 +70,7 @@ def recall(result: RecallResult) -> RecallEnvelope:
 
     The semantic mode answers exactly the reference's envelope. Keyword and hybrid add each hit's lane `scores`
     and `meta.mode`, `lane_counts`, `answer_confidence` (the separation grade: memory.separation_grade) and, when a
-    lane could not run, `lane_lost`.
+    lane could not run, `lane_lost`; a hybrid query that names days adds `meta.asked_days` and each hit's `time`.
     """
     memories = [memory_data(hit.memory) for hit in result.hits]
     lanes = result.mode != "semantic"
@@ -94,6 +95,10 @@ def recall(result: RecallResult) -> RecallEnvelope:
         meta["answer_confidence"] = result.separation_grade
         if result.lane_lost is not None:
             meta["lane_lost"] = result.lane_lost
+        if result.asked_days:
+            meta["asked_days"] = [
+                {"start": start.isoformat(), "end": end.isoformat()} for start, end in result.asked_days
+            ]
     meta["outcome"] = outcome_for(meta, count=len(data))
     return {"data": data, "meta": meta}
 
@@ -138,4 +143,7 @@ def promotion_job(job: PromotionJob) -> PromotionJobEnvelope:
 def _hit(memory: dict[str, Any], hit: RecallHit, *, with_lanes: bool) -> RecallHitData:
     if not with_lanes:
         return {"memory": memory, "score": hit.score}
-    return {"memory": memory, "score": hit.score, "scores": {"semantic": hit.semantic, "keyword": hit.keyword}}
+    scores: LaneScoresData = {"semantic": hit.semantic, "keyword": hit.keyword}
+    if hit.time is not None:
+        scores["time"] = hit.time
+    return {"memory": memory, "score": hit.score, "scores": scores}

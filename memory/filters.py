@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, TypeVar
 
 from django.db.models import QuerySet
 
 from memory.models import Memory
+from memory.time_lane import SharesDays
 
 MAX_FILTER_TAGS = 50
 MAX_FILTER_TAG_LENGTH = 200
@@ -29,7 +30,9 @@ class MemoryFilters:
     """What a caller may narrow its memories by; the empty value narrows nothing.
 
     `tags`: every one must be on the row (`@>`); `tags_any`: at least one (`&&`); `metadata`: JSON containment
-    (`@>`); `created_after` / `created_before`: strictly after / before `inserted_at`; `min_confidence`: ≥.
+    (`@>`); `created_after` / `created_before`: strictly after / before `inserted_at`; `occurred_after` /
+    `occurred_before`: an event day (`memory.time_lane`) strictly after / before the date (both: between them);
+    `min_confidence`: ≥.
     """
 
     tags: tuple[str, ...] = ()
@@ -39,6 +42,8 @@ class MemoryFilters:
     created_after: datetime | None = None
     created_before: datetime | None = None
     min_confidence: float | None = None
+    occurred_after: date | None = None
+    occurred_before: date | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -60,6 +65,8 @@ class MemoryFilters:
             rows = rows.filter(inserted_at__lt=self.created_before)
         if self.min_confidence is not None:
             rows = rows.filter(confidence__gte=self.min_confidence)
+        if self.occurred_after is not None or self.occurred_before is not None:
+            rows = rows.filter(SharesDays(self.occurred_after, self.occurred_before))
         return rows
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,6 +86,10 @@ class MemoryFilters:
             wire["created_before"] = self.created_before.isoformat()
         if self.min_confidence is not None:
             wire["min_confidence"] = self.min_confidence
+        if self.occurred_after is not None:
+            wire["occurred_after"] = self.occurred_after.isoformat()
+        if self.occurred_before is not None:
+            wire["occurred_before"] = self.occurred_before.isoformat()
         return wire
 
 

@@ -4,6 +4,9 @@ the session context a memory inherits from the one written just before it.
     own(m)   = w * semantic(m) / max semantic  +  (1 - w) * keyword(m) / max keyword
     score(m) = (own(m) + c * own(previous(m))) / (1 + c)          in [0, 1]
 
+When the query names days, own(m) also weighs how close m's event days come to them (`memory.time_lane`):
+own(m) = (w * ... + (1 - w) * ... + t * time(m) / max time) / (1 + t).
+
 (a keyword lane that found none of the query's terms in m adds 0; a memory not embedded yet, which the semantic
 lane cannot score, is ranked by its keyword share alone, as degraded hybrid ranks every memory).
 Dividing each lane by its best score keeps either lane's scale out of the mix: a small embedder's cosine
@@ -29,12 +32,14 @@ class LaneScores:
     semantic: float | None  # cosine similarity; None: not embedded with the query's model
     keyword: float | None  # keyword query coverage; None: holds none of the query's terms
     previous_id: uuid.UUID | None = None
+    time: float | None = None  # closeness of its event days to the days the query names; None: it names none
 
 
 @dataclass(frozen=True)
 class FusionWeights:
     semantic: float  # w: the semantic lane's share of a row's own score
     context: float  # c: the share inherited from the previous memory of the session
+    time: float = 0.0  # t: the weight of the time lane, when the query names days
 
 
 def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple[uuid.UUID, float]]:
@@ -42,17 +47,24 @@ def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple
     rows = list(candidates)
     best_semantic = max((row.semantic for row in rows if row.semantic is not None), default=0.0)
     best_keyword = max((row.keyword for row in rows if row.keyword is not None), default=0.0)
+    best_time = max((row.time for row in rows if row.time is not None), default=0.0)
+    timed = best_time > 0
 
     def share(value: float | None, best: float) -> float:
         return value / best if value is not None and best > 0 else 0.0
 
-    def own_score(row: LaneScores) -> float:
+    def by_content(row: LaneScores) -> float:
         if row.semantic is None:
             # Not embedded yet (read-your-writes): the keyword lane is the only judge it has, as in degraded hybrid.
             return share(row.keyword, best_keyword)
         return weights.semantic * share(row.semantic, best_semantic) + (1.0 - weights.semantic) * share(
             row.keyword, best_keyword
         )
+
+    def own_score(row: LaneScores) -> float:
+        if not timed:
+            return by_content(row)
+        return (by_content(row) + weights.time * share(row.time, best_time)) / (1.0 + weights.time)
 
     own = {row.id: own_score(row) for row in rows}
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Case, F, FloatField, Q, QuerySet, When, Window
+from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lag
 
 from loopmem.embedding import vector_index
@@ -33,9 +33,11 @@ from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
 from memory import fusion, keyword_lane
+from memory.event_time import DaySpan
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import recall_by_vector, subject_size
+from memory.time_lane import Closeness
 
 # Read whole, in light form, up to this many rows: beyond it the per-row work in Python (and the rows that
 # travel) outweighs the aggregate read it saves (measured: at 100 rows the whole read costs half the scan's extra
@@ -52,13 +54,24 @@ class HybridPool:
     session_of: dict[uuid.UUID, str | None] = field(default_factory=dict)  # every candidate
     previous: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)  # its predecessor in its session
     loaded: dict[uuid.UUID, Memory] = field(default_factory=dict)  # full rows a read already brought
+    asked: tuple[DaySpan, ...] = ()  # the days the query names (memory.time_lane); none: no time lane
+    time: dict[uuid.UUID, float] = field(default_factory=dict)  # closeness to them, every candidate, when asked
     lane_counts: dict[str, int] = field(default_factory=dict)
     recall_path: str | None = "exact"
     ann_iterative_scan: str | None = None
     ann_iterative_scan_reason: str | None = None
 
-    def add(self, memory_id: uuid.UUID, session_id: str | None, distance: float | None, coverage: float | None) -> None:
+    def add(
+        self,
+        memory_id: uuid.UUID,
+        session_id: str | None,
+        distance: float | None,
+        coverage: float | None,
+        closeness: float | None = None,
+    ) -> None:
         self.session_of.setdefault(memory_id, session_id)
+        if closeness is not None:
+            self.time[memory_id] = float(closeness)
         if distance is not None:  # NULL: no vector of the query's model yet
             self.semantic[memory_id] = max(0.0, 1.0 - float(distance))
         if coverage:  # 0: the row holds no term of the query
@@ -71,6 +84,7 @@ class HybridPool:
                 semantic=self.semantic.get(memory_id),
                 keyword=self.keyword.get(memory_id),
                 previous_id=self.previous.get(memory_id),
+                time=self.time.get(memory_id, 0.0) if self.asked else None,
             )
             for memory_id in self.session_of
         ]
@@ -86,17 +100,24 @@ def read_pool(
     pool: int,
     include_superseded: bool,
     filters: MemoryFilters | None = None,
+    asked: Sequence[DaySpan] = (),
 ) -> HybridPool:
-    """Each lane's best `pool` candidates and the memories written just after them, scored in both lanes."""
+    """Each lane's best `pool` candidates and the memories written just after them, scored in every lane.
+
+    `asked`: the days the query names; the time lane then brings its best `pool` too, and every candidate carries
+    its closeness to them.
+    """
     size = subject_size(session, scope)
     if size <= SMALL_SET:
-        whole = _read_whole(session, candidates, terms, embedding, pool)
+        whole = _read_whole(session, candidates, terms, embedding, pool, asked)
         if whole is not None:
             return whole
     if include_superseded or size <= settings.RECALL_EXACT_MAX_ROWS:
         hybrid, keywords = _read_exactly(session, candidates, terms, embedding, pool)
     else:
         hybrid, keywords = _read_lane_by_lane(session, scope, candidates, terms, embedding, pool, filters)
+    if asked:
+        _add_time_lane(session, candidates, hybrid, keywords, embedding, tuple(asked), pool)
     _add_session_context(session, candidates, hybrid, keywords, embedding)
     return hybrid
 
@@ -108,6 +129,7 @@ class _Light:
     previous_id: uuid.UUID | None  # its predecessor in its session, among the candidates
     distance: float | None
     coverage: float
+    closeness: float | None  # None: the query names no day
 
 
 def _read_whole(
@@ -116,33 +138,40 @@ def _read_whole(
     terms: Sequence[str],
     embedding: QueryEmbedding,
     pool: int,
+    asked: Sequence[DaySpan],
 ) -> HybridPool | None:
     """Every candidate in light form, in one read; None when there are more than SMALL_SET (read at most one more)."""
     light = candidates.annotate(
-        distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms), previous_id=_predecessor_in_session()
-    ).values_list("id", "source_session_id", "previous_id", "distance", "held")
+        distance=distance_to(embedding),
+        held=keyword_lane.HeldTerms(terms),
+        previous_id=_predecessor_in_session(),
+        closeness=Closeness(asked) if asked else Value(None, output_field=FloatField()),
+    ).values_list("id", "source_session_id", "previous_id", "distance", "held", "closeness")
     rows = session.values(light[: SMALL_SET + 1])
     if len(rows) > SMALL_SET:
         return None
     # Per distinct mask, not per row: a subject's rows share a handful of them.
-    masks = Counter(mask for *_, mask in rows)
+    masks = Counter(mask for *_, mask, _ in rows)
     holding = [sum(count for mask, count in masks.items() if mask >> n & 1) for n in range(len(terms))]
     keywords = keyword_lane.weigh(terms, rows=len(rows), holding=holding)
     coverage = {mask: keyword_lane.coverage(keywords, mask) for mask in masks}
     memories = [
-        _Light(memory_id, session_id, previous_id if session_id else None, distance, coverage[mask])
-        for memory_id, session_id, previous_id, distance, mask in rows
+        _Light(memory_id, session_id, previous_id if session_id else None, distance, coverage[mask], closeness)
+        for memory_id, session_id, previous_id, distance, mask, closeness in rows
     ]
     by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id.int))[:pool]
     by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id.int))[:pool]
-    hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
-    for memory in [*by_meaning, *by_words]:
-        hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
+    by_time = sorted((m for m in memories if m.closeness), key=lambda m: (-(m.closeness or 0.0), m.id.int))[:pool]
+    hybrid = HybridPool(asked=tuple(asked), lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
+    if asked:
+        hybrid.lane_counts["time"] = len(by_time)
+    for memory in [*by_meaning, *by_words, *by_time]:
+        hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness)
     # Session context: the memory written just after each pooled one, in its session, among the candidates.
     pooled = set(hybrid.session_of)
     for memory in memories:
         if memory.previous_id in pooled:
-            hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage)
+            hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness)
             hybrid.previous[memory.id] = memory.previous_id
     return hybrid
 
@@ -223,6 +252,38 @@ def _read_lane_by_lane(
     return hybrid, keywords
 
 
+def _add_time_lane(
+    session: scoped.ScopedSession,
+    candidates: QuerySet[Memory],
+    hybrid: HybridPool,
+    keywords: keyword_lane.KeywordQuery | None,
+    embedding: QueryEmbedding,
+    asked: tuple[DaySpan, ...],
+    pool: int,
+) -> None:
+    """The time lane's best `pool` rows (closest event days first, ties by id), scored in every lane, and the
+    closeness of the rows the other lanes pooled. Two reads, only for a query that names days."""
+    hybrid.asked = asked
+    terms = list(keywords.weights) if keywords is not None else []
+    closest = (
+        candidates.annotate(
+            closeness=Closeness(asked), distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms)
+        )
+        .filter(closeness__gt=0)
+        .order_by("-closeness", "id")
+        .values_list("id", "source_session_id", "distance", "held", "closeness")[:pool]
+    )
+    pooled = list(hybrid.session_of)
+    rows = session.values(closest)
+    hybrid.lane_counts["time"] = len(rows)
+    for memory_id, session_id, distance, mask, closeness in rows:
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness)
+    others = [memory_id for memory_id in pooled if memory_id not in hybrid.time]
+    if others:
+        figures = candidates.filter(id__in=others).annotate(closeness=Closeness(asked)).values_list("id", "closeness")
+        hybrid.time.update((memory_id, float(closeness)) for memory_id, closeness in session.values(figures))
+
+
 def _add_session_context(
     session: scoped.ScopedSession,
     candidates: QuerySet[Memory],
@@ -245,12 +306,13 @@ def _add_session_context(
             previous_id=_predecessor_in_session(),
             distance=distance_to(embedding),
             held=keyword_lane.HeldTerms(list(keywords.weights) if keywords is not None else []),
+            closeness=Closeness(hybrid.asked) if hybrid.asked else Value(None, output_field=FloatField()),
         )
         .filter(previous_id__in=list(hybrid.session_of))
-        .values_list("id", "source_session_id", "distance", "held", "previous_id")
+        .values_list("id", "source_session_id", "distance", "held", "previous_id", "closeness")
     )
-    for memory_id, session_id, distance, mask, previous_id in session.values(following):
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    for memory_id, session_id, distance, mask, previous_id, closeness in session.values(following):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness)
         hybrid.previous[memory_id] = previous_id
 
 

@@ -13,6 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +45,7 @@ class ImportRow:
     superseded_by: uuid.UUID | None = None
     supersedes: uuid.UUID | None = None
     line: int | None = None  # where the file has it (1-based; an array's item number), for the report
+    said_on: date | None = None  # the day the export says it was written: its relative dates count from it
 
     def draft(self) -> MemoryDraft:
         """The row as the writer takes it, in the global bucket and with no chain key (the import sets both)."""
@@ -54,6 +56,7 @@ class ImportRow:
             metadata=self.metadata,
             source=Memory.Source.IMPORTED,
             source_session_id=self.source_session_id,
+            said_on=self.said_on,
         )
 
 

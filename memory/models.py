@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
+from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Case, F, Func, Q, Value, When
+from psycopg.types.multirange import Multirange
+from psycopg.types.range import Range
 
 from loopmem.database.tenant_routing import TenantRoutedModel, TenantRoutedQuerySet
 from loopmem.embedding import vector_index
 from loopmem.embedding.columns import EmbeddedColumns
 from loopmem.models import Tenant
 from loopmem.tenancy.scope import Scope
+from memory.event_time import DaySpan
 from projects.models import Project
 
 MAX_TEXT_BYTES = 100_000
@@ -47,6 +51,25 @@ class MemoryQuerySet(TenantRoutedQuerySet["Memory"]):
 
     def newest_first(self) -> MemoryQuerySet:
         return self.order_by("-inserted_at", "-id")
+
+
+class DaySpansField(models.Field):  # type: ignore[type-arg]
+    """PostgreSQL's `datemultirange`, read and written as a list of `DaySpan` (end exclusive); NULL: none named."""
+
+    description = "days as a date multirange"
+
+    def db_type(self, connection: Any) -> str:
+        return "datemultirange"
+
+    def get_prep_value(self, value: Any) -> Multirange[date] | None:
+        if value is None or isinstance(value, Multirange):
+            return value
+        return Multirange([Range(span.start, span.end, "[)") for span in value])
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> list[DaySpan] | None:
+        if value is None:
+            return None
+        return [DaySpan(span.lower, span.upper) for span in value]
 
 
 class Memory(TenantRoutedModel, EmbeddedColumns):
@@ -82,6 +105,8 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # The days the text names, resolved against the day it was written (memory.event_time); NULL when it names none.
+    occurred_on = DaySpansField(null=True, blank=True)
     inserted_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

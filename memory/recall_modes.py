@@ -22,7 +22,7 @@ from loopmem.embedding.embedders import EmbeddingFailure, QueryEmbedding
 from loopmem.models import Tenant
 from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
-from memory import fusion, hybrid_lanes, keyword_lane
+from memory import fusion, hybrid_lanes, keyword_lane, time_lane
 from memory.candidates import recall_candidates
 from memory.filters import MemoryFilters
 from memory.models import Memory
@@ -103,6 +103,7 @@ def recall_lanes(
             pool=lane_pool(k),
             include_superseded=include_superseded,
             filters=filters,
+            asked=time_lane.asked_spans(query),
         )
         ranked = fusion.fuse(hybrid.lanes(), _weights())
         page = ranked[:k]
@@ -114,6 +115,7 @@ def recall_lanes(
             score=score,
             semantic=hybrid.semantic.get(memory_id),
             keyword=hybrid.keyword.get(memory_id),
+            time=hybrid.time.get(memory_id, 0.0) if hybrid.asked else None,
         )
         for memory_id, score in page
     ]
@@ -126,12 +128,15 @@ def recall_lanes(
         mode=mode,
         lane_counts=hybrid.lane_counts,
         separation_grade=separation_grade([score for _, score in ranked]),
+        asked_days=[(span.start, span.end) for span in hybrid.asked] or None,
     )
 
 
 def _weights() -> fusion.FusionWeights:
     return fusion.FusionWeights(
-        semantic=settings.RECALL_HYBRID_SEMANTIC_WEIGHT, context=settings.RECALL_HYBRID_CONTEXT_WEIGHT
+        semantic=settings.RECALL_HYBRID_SEMANTIC_WEIGHT,
+        context=settings.RECALL_HYBRID_CONTEXT_WEIGHT,
+        time=settings.RECALL_HYBRID_TIME_WEIGHT,
     )
 
 

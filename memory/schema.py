@@ -206,6 +206,16 @@ FILTER_PARAMETERS = [
     OpenApiParameter("created_after", DATETIME_OR_DATE_SCHEMA, description="ISO 8601 datetime or date; strictly after"),
     OpenApiParameter("created_before", DATETIME_OR_DATE_SCHEMA, description="ISO 8601 datetime or date; before"),
     OpenApiParameter(
+        "occurred_after",
+        DATETIME_OR_DATE_SCHEMA,
+        description="ISO 8601 date (a datetime counts by its UTC day): an event day of the memory is after it",
+    ),
+    OpenApiParameter(
+        "occurred_before",
+        DATETIME_OR_DATE_SCHEMA,
+        description="ISO 8601 date (a datetime counts by its UTC day): an event day of the memory is before it",
+    ),
+    OpenApiParameter(
         "min_confidence",
         {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "string", "enum": [""]}]},
         description="0..1; confidence at least this; blank is no filter",
@@ -216,7 +226,13 @@ FILTER_PARAMETERS = [
 def lane_scores(**kwargs: Any) -> serializers.Serializer:  # type: ignore[type-arg]
     return inline_serializer(
         "LaneScores",
-        {"semantic": serializers.FloatField(allow_null=True), "keyword": serializers.FloatField(allow_null=True)},
+        {
+            "semantic": serializers.FloatField(allow_null=True),
+            "keyword": serializers.FloatField(allow_null=True),
+            "time": serializers.FloatField(
+                required=False, help_text="hybrid, when the query names days: closeness of the memory's event days"
+            ),
+        },
         **kwargs,
     )
 
@@ -235,6 +251,13 @@ RECALL_META = inline_serializer(
         "lane_counts": serializers.DictField(child=serializers.IntegerField(), required=False),
         "answer_confidence": serializers.CharField(required=False, allow_null=True),
         "lane_lost": serializers.CharField(required=False),
+        "asked_days": inline_serializer(
+            "AskedDays",
+            {"start": serializers.DateField(), "end": serializers.DateField(help_text="exclusive")},
+            many=True,
+            required=False,
+            help_text="hybrid: the days the query names, resolved against today (UTC)",
+        ),
         "outcome": OUTCOME,
     },
 )

@@ -6,7 +6,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.conf import settings
@@ -42,6 +42,7 @@ class RecallHit:
     # Each lane's own figure (None: the lane did not score the row): cosine similarity, keyword query coverage.
     semantic: float | None = None
     keyword: float | None = None
+    time: float | None = None  # closeness to the days the query names (memory.time_lane); None: it names none
 
 
 @dataclass
@@ -60,6 +61,7 @@ class RecallResult:
     lane_counts: dict[str, int] | None = None
     lane_lost: str | None = None
     separation_grade: SeparationGrade | None = None  # rendered as the envelope's `meta.answer_confidence`
+    asked_days: list[tuple[date, date]] | None = None  # hybrid: the [start, end) spans the query names, if any
 
     @property
     def underfilled(self) -> bool:

@@ -7,8 +7,10 @@ an import body is read by `memory.import_body`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from typing import Any, ClassVar
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -218,7 +220,17 @@ def _re_scope(value: object) -> str:
 # --- Filters (recall, merged recall, list) ---------------------------------------------------------------------
 
 
-FILTER_FIELDS = ("tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence")
+FILTER_FIELDS = (
+    "tags",
+    "tags_any",
+    "metadata",
+    "source",
+    "created_after",
+    "created_before",
+    "min_confidence",
+    "occurred_after",
+    "occurred_before",
+)
 
 
 class MemoryFiltersIn(serializers.Serializer):  # type: ignore[type-arg]
@@ -238,6 +250,8 @@ class MemoryFiltersIn(serializers.Serializer):  # type: ignore[type-arg]
     created_after = IsoDateTimeOrDateField(required=False, allow_null=True)
     created_before = IsoDateTimeOrDateField(required=False, allow_null=True)
     min_confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False, allow_null=True)
+    occurred_after = IsoDateTimeOrDateField(required=False, allow_null=True)
+    occurred_before = IsoDateTimeOrDateField(required=False, allow_null=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = dict(attrs)
@@ -256,7 +270,16 @@ def memory_filters(values: Mapping[str, Any]) -> MemoryFilters:
         created_after=values.get("created_after"),
         created_before=values.get("created_before"),
         min_confidence=values.get("min_confidence"),
+        occurred_after=_utc_day(values.get("occurred_after")),
+        occurred_before=_utc_day(values.get("occurred_before")),
     )
+
+
+def _utc_day(moment: datetime | None) -> date | None:
+    """The UTC day of an event-time bound (a naive value is UTC already)."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).date() if moment.tzinfo is not None else moment.date()
 
 
 RECALL_MODE_SCHEMA = {
@@ -367,7 +390,8 @@ class ImportLineIn(RememberIn):
     """One memory of an import (an export line): a remember body plus the ids that rebuild its chain.
 
     Export lines carry more (tier, tenant_id, subject_id, source, timestamps): those fields are ignored, and
-    every imported row has source `imported`. A `project_id` that is a project of your tenant is kept.
+    every imported row has source `imported`. A `project_id` that is a project of your tenant is kept. A readable
+    `inserted_at` is the day the text's relative dates ("last Friday") count from; anything else there is ignored.
     """
 
     id = OptionalUUIDField()
@@ -388,7 +412,19 @@ class ImportLineIn(RememberIn):
             origin_id=data.get("id"),
             superseded_by=data.get("superseded_by"),
             supersedes=data.get("supersedes"),
+            said_on=_written_on(self.initial_data),
         )
+
+
+def _written_on(line: Any) -> date | None:
+    """The UTC day of an export line's `inserted_at`, when it reads as an ISO 8601 datetime; else None."""
+    value = line.get("inserted_at") if isinstance(line, Mapping) else None
+    if not isinstance(value, str):
+        return None
+    try:
+        return _utc_day(parse_datetime(value.strip()))
+    except (ValueError, OverflowError):  # "2026-02-30T10:00", or an offset past the calendar's end
+        return None
 
 
 class SessionTurnOut(_TierRowOut):  # its docstring would become its OpenAPI description, which has none

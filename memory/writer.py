@@ -18,16 +18,19 @@ import hashlib
 import uuid
 import zlib
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from loopmem.embedding import embedders, work_queue
 from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.secret_guard.policy import SecretReport, apply_secret_policy
 from loopmem.tenancy.scope import Scope
 from memory.embedding import EMBED_PENDING_MEMORIES_TASK
+from memory.event_time import event_spans
 from memory.models import Memory
 
 # The advisory lock class of the per-subject quota; the second key is the (tenant, subject) hash.
@@ -47,6 +50,7 @@ class MemoryDraft:
     project_id: uuid.UUID | None = None  # None: the subject's global bucket
     import_key: str | None = None  # the import's chain key (memory.importing); None for any other write
     vector: QueryEmbedding | None = None  # the vector of `text`, when the caller embedded it already (promotion)
+    said_on: date | None = None  # the day `text` was said, which its relative dates count from; None: today (UTC)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class MemoryCorrection:
             source=old.source,
             source_session_id=old.source_session_id,
             project_id=old.project_id,
+            # Kept words keep the day they were said: "last Friday" still means the Friday before the old version.
+            said_on=old.inserted_at.date() if self.text is None else None,
         )
 
 
@@ -128,6 +134,7 @@ class SubjectWriter:
             "source": draft.source,
             "source_session_id": draft.source_session_id,
             "import_key": draft.import_key,
+            "occurred_on": event_spans(draft.text, draft.said_on or timezone.now().date()) or None,
         }
         if draft.vector is None:
             memory = Memory.objects.create(**fields)

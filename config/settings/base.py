@@ -320,6 +320,7 @@ RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 10_000)
 # keyword lane has the rest), and the share a row inherits from the memory written just before it in its session.
 RECALL_HYBRID_SEMANTIC_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_SEMANTIC_WEIGHT", 0.5)
 RECALL_HYBRID_CONTEXT_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_CONTEXT_WEIGHT", 0.3)
+RECALL_HYBRID_TIME_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_TIME_WEIGHT", 0.5)
 
 # --- Knowledge (articles, search, novelty gate, retrieval metrics) --------------------------------------
 # Novelty gate (reference §3.5, §4.10): similarity to the nearest visible active article, 1 - cosine distance.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -33,8 +33,11 @@ SOURCES = ("explicit", "explicit", "promoted", "imported")
 
 
 def _row(i: int) -> dict[str, Any]:
+    # One row in five names the day it is about; the others are about the day they were written.
+    named = date(2024, 6, i % 28 + 1) if i % 5 == 0 else None
     return {
-        "text": f"fact {i} about the deploy pipeline",
+        "text": f"fact {i} about the deploy pipeline" + (f", shipped {named.isoformat()}" if named else ""),
+        "event_day": named or (BASE + timedelta(hours=i)).date(),
         "tags": TAGS[i % len(TAGS)],
         "metadata": METADATA[i % len(METADATA)],
         "source": SOURCES[i % len(SOURCES)],
@@ -71,6 +74,13 @@ CASES: list[tuple[str, dict[str, Any], Any]] = [
     ),
     ("created_before date", {"created_before": "2025-01-02"}, lambda r: r["inserted_at"] < BASE + timedelta(days=1)),
     ("min_confidence", {"min_confidence": 0.8}, lambda r: r["confidence"] >= 0.8),
+    ("occurred_after", {"occurred_after": "2025-01-01"}, lambda r: r["event_day"] > date(2025, 1, 1)),
+    ("occurred_before", {"occurred_before": "2025-01-01"}, lambda r: r["event_day"] < date(2025, 1, 1)),
+    (
+        "occurred between",
+        {"occurred_after": "2024-06-10", "occurred_before": "2025-01-02T12:00:00+05:00"},
+        lambda r: date(2024, 6, 10) < r["event_day"] < date(2025, 1, 2),
+    ),
     (
         "combined",
         {"tags": ["a"], "metadata": {"lang": "py"}, "min_confidence": 0.2, "created_before": BEFORE.isoformat()},

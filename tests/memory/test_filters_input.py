@@ -21,6 +21,8 @@ BAD_FILTERS = [
     ({"created_after": "yesterday"}, "created_after"),
     ({"created_before": "2025-13-40"}, "created_before"),
     ({"created_after": 5}, "created_after"),
+    ({"occurred_after": "last week"}, "occurred_after"),
+    ({"occurred_before": 20250101}, "occurred_before"),
     ({"min_confidence": 1.5}, "min_confidence"),
     ({"min_confidence": "high"}, "min_confidence"),
     ({"min_confidence": True}, "min_confidence"),
@@ -43,6 +45,7 @@ def test_a_malformed_recall_filter_is_422_naming_the_field(agent, wire, field, u
         ("metadata=lang", "metadata"),
         ("metadata=%5B1%5D", "metadata"),
         ("min_confidence=x", "min_confidence"),
+        ("occurred_before=soon", "occurred_before"),
     ],
 )
 def test_a_malformed_list_filter_is_422_naming_the_field(agent, query, field):
@@ -56,6 +59,14 @@ def test_a_malformed_list_filter_is_422_naming_the_field(agent, query, field):
 def test_a_time_filter_with_an_offset_postgres_cannot_hold_is_read_in_utc_not_a_500(agent, url):
     # Found by schemathesis: +17:16 is a valid ISO 8601 offset, but PostgreSQL refuses past ±15:59 (was a 500).
     response = agent.post(url, {"query": "deploy", "created_after": "2715-06-19T10:22:05+17:16"}, format="json")
+    assert response.status_code == 200, response.json()
+
+
+@pytest.mark.django_db(databases=["default", "heavy_read"])
+@pytest.mark.parametrize("bound", ["occurred_after", "occurred_before"])
+@pytest.mark.parametrize("value", ["9999-12-31", "0001-01-01", "2715-06-19T10:22:05+17:16"])
+def test_an_event_day_filter_at_the_calendars_ends_is_read_not_a_500(agent, bound, value):
+    response = agent.post("/api/v1/memory/recall", {"query": "deploy", bound: value}, format="json")
     assert response.status_code == 200, response.json()
 
 

@@ -9,7 +9,17 @@ from loopmem.params import NOT_BLANK_PATTERN
 
 pytestmark = pytest.mark.django_db
 
-FILTERS = {"tags", "tags_any", "metadata", "source", "created_after", "created_before", "min_confidence"}
+FILTERS = {
+    "tags",
+    "tags_any",
+    "metadata",
+    "source",
+    "created_after",
+    "created_before",
+    "min_confidence",
+    "occurred_after",
+    "occurred_before",
+}
 
 
 @pytest.fixture(scope="module")
