@@ -63,6 +63,12 @@ SourceFilter = Annotated[
 CreatedAfter = Annotated[str | None, Field(description="ISO 8601: only memories written after this.")]
 CreatedBefore = Annotated[str | None, Field(description="ISO 8601: only memories written before this.")]
 MinConfidence = Annotated[float | None, Field(description="0..1: only memories with at least this confidence.")]
+OccurredAfter = Annotated[
+    str | None, Field(description="ISO 8601 date: only memories about a later day (one they name, else written).")
+]
+OccurredBefore = Annotated[
+    str | None, Field(description="ISO 8601 date: only memories about an earlier day (one they name, else written).")
+]
 
 DEFAULT_WAIT_SECONDS = 30.0
 MAX_WAIT_SECONDS = 120.0
@@ -152,6 +158,8 @@ def build_server(client: LoopmemClient) -> MCPServer:
         created_after: CreatedAfter = None,
         created_before: CreatedBefore = None,
         min_confidence: MinConfidence = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
         mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
         """Your long-term memories for `query`, best first, each with a score.
@@ -159,7 +167,17 @@ def build_server(client: LoopmemClient) -> MCPServer:
         The filters narrow the search itself (a filtered recall is as complete as an unfiltered one). Hybrid (the
         default) finds a memory by meaning and by an exact name, path or error code, and finds it the moment it is
         written. `meta.answer_confidence` (high | medium | low | none) says how far the top hit stands out."""
-        filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
+        filters = MemoryFilters(
+            tags=tags,
+            tags_any=tags_any,
+            metadata=metadata,
+            source=source,
+            created_after=created_after,
+            created_before=created_before,
+            min_confidence=min_confidence,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
         return _call(
             lambda: client.memory_recall(
                 query=query,
@@ -183,9 +201,21 @@ def build_server(client: LoopmemClient) -> MCPServer:
         created_after: CreatedAfter = None,
         created_before: CreatedBefore = None,
         min_confidence: MinConfidence = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
     ) -> CallToolResult:
         """Your long-term memories, newest first, with `meta.total_count`."""
-        filters = MemoryFilters(tags, tags_any, metadata, None, created_after, created_before, min_confidence)
+        filters = MemoryFilters(
+            tags=tags,
+            tags_any=tags_any,
+            metadata=metadata,
+            source=None,
+            created_after=created_after,
+            created_before=created_before,
+            min_confidence=min_confidence,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
         return _call(
             lambda: client.memory_list(
                 limit=limit, offset=offset, include_superseded=include_superseded, source=source, filters=filters
@@ -288,13 +318,25 @@ def build_server(client: LoopmemClient) -> MCPServer:
         created_after: CreatedAfter = None,
         created_before: CreatedBefore = None,
         min_confidence: MinConfidence = None,
+        occurred_after: OccurredAfter = None,
+        occurred_before: OccurredBefore = None,
         mode: Mode = DEFAULT_RECALL_MODE,
     ) -> CallToolResult:
         """Memories and Knowledge Wiki articles for `query`, merged and deduplicated, with `meta.recall_id`.
 
         The memory filters (tags, metadata, …) narrow the memory half only. After answering, report the articles
         you used with recall_referenced."""
-        filters = MemoryFilters(tags, tags_any, metadata, source, created_after, created_before, min_confidence)
+        filters = MemoryFilters(
+            tags=tags,
+            tags_any=tags_any,
+            metadata=metadata,
+            source=source,
+            created_after=created_after,
+            created_before=created_before,
+            min_confidence=min_confidence,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
         return _call(
             lambda: client.recall_context(
                 query=query,

@@ -261,7 +261,9 @@ class MemoryFilters:
     """Filters on your memories (recall, merged recall's memory half, list); every one set must hold.
 
     `tags`: all of them on the memory; `tags_any`: at least one; `metadata`: a JSON object the memory's metadata
-    contains; `created_after` / `created_before`: ISO 8601, strictly after / before; `min_confidence`: 0..1.
+    contains; `created_after` / `created_before`: ISO 8601, strictly after / before; `min_confidence`: 0..1;
+    `occurred_after` / `occurred_before`: ISO 8601 dates, an event day (a day the memory names, or the day it was
+    written) strictly after / before.
     """
 
     tags: list[str] | None = None
@@ -271,6 +273,8 @@ class MemoryFilters:
     created_after: str | None = None
     created_before: str | None = None
     min_confidence: float | None = None
+    occurred_after: str | None = None
+    occurred_before: str | None = None
 
     def body(self) -> JSONObject:
         """As body fields (the recalls)."""

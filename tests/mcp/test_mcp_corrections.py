@@ -48,6 +48,9 @@ def test_the_client_corrects_reads_history_batches_and_filters(agent: Agent):
     with pytest.raises(api.ValidationFailed) as bad:
         client.memory_recall(query="postgres", filters=MemoryFilters(created_after="last week"))
     assert list(bad.value.details) == ["created_after"]
+    # Event days: a memory that names none is about the day it was written (today).
+    assert client.memory_list(filters=MemoryFilters(occurred_after="2000-01-01"))["meta"]["total_count"] >= 2
+    assert client.memory_list(filters=MemoryFilters(occurred_before="2000-01-01"))["data"] == []
 
 
 def test_filters_go_on_the_wire_as_the_api_reads_them(http_server):  # noqa: F811
@@ -95,6 +98,8 @@ def test_an_agent_corrects_and_filters_over_stdio(agent: Agent, tmp_path):
             assert listed["meta"]["total_count"] == 2
             bad = await call_failing(client, "memory_recall", query="x", min_confidence=3)
             assert list(bad["error"]["details"]) == ["min_confidence"]
+            dated = await call(client, "memory_list", occurred_after="2000-01-01", occurred_before="2999-01-01")
+            assert dated["meta"]["total_count"] == 1  # the live one, about the day it was written
 
     anyio.run(scenario)
 
