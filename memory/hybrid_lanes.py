@@ -37,7 +37,7 @@ from memory.event_time import DaySpan
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import recall_by_vector, subject_size
-from memory.time_lane import Closeness
+from memory.time_lane import Closeness, TouchesDays
 
 # Read whole, in light form, up to this many rows: beyond it the per-row work in Python (and the rows that
 # travel) outweighs the aggregate read it saves (measured: at 100 rows the whole read costs half the scan's extra
@@ -266,10 +266,8 @@ def _add_time_lane(
     hybrid.asked = asked
     terms = list(keywords.weights) if keywords is not None else []
     closest = (
-        candidates.annotate(
-            closeness=Closeness(asked), distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms)
-        )
-        .filter(closeness__gt=0)
+        candidates.filter(TouchesDays(asked))
+        .annotate(closeness=Closeness(asked), distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
         .order_by("-closeness", "id")
         .values_list("id", "source_session_id", "distance", "held", "closeness")[:pool]
     )

@@ -106,3 +106,19 @@ class SharesDays(_OnEventDays):
     ) -> tuple[str, list[Any]]:
         days, params = self.event_days(compiler)
         return f"({days} && daterange(%s::date, %s::date, '()'))", [*params, self.after, self.before]
+
+
+class TouchesDays(_OnEventDays):
+    """The row shares a day with the asked spans (a cheap overlap test, so that `Closeness` runs on those rows only)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, asked: Sequence[DaySpan]) -> None:
+        super().__init__()
+        self.asked = tuple(asked)
+
+    def as_sql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, *args: Any, **kwargs: Any
+    ) -> tuple[str, list[Any]]:
+        days, params = self.event_days(compiler)
+        return f"({days} && %s::datemultirange)", [*params, multirange(self.asked)]
