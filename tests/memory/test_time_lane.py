@@ -133,3 +133,24 @@ def test_an_imported_line_counts_its_relative_days_from_when_the_export_says_it_
     else:
         today = timezone.now().date()
         assert occurred == [DaySpan.day(today - timedelta(days=(today.weekday() - 4) % 7 or 7))]
+
+
+@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+def test_the_time_lane_reads_only_the_callers_memories(
+    agent, client_for, make_key, tenant, other_tenant, read, monkeypatch, settings
+):
+    outsiders = [
+        client_for(make_key("agent", tenant, agent_id="agent-b")),
+        client_for(make_key("agent", other_tenant, agent_id="agent-a")),
+    ]
+    for outsider in outsiders:
+        remember(outsider, "The launch party is on 2026-07-03.")
+    mine = remember(agent, "Dentist appointment on 3 July 2026.")
+    embed_pending()
+    if read != "whole":
+        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    if read == "lane_by_lane":
+        settings.RECALL_EXACT_MAX_ROWS = 0
+    body = recall(agent, "what is on 2026-07-03", mode="hybrid")
+    assert [hit["memory"]["id"] for hit in body["data"]] == [mine["id"]]
+    assert body["meta"]["lane_counts"]["time"] == 1
