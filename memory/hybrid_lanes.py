@@ -4,17 +4,18 @@ All of it runs in the caller's guarded, (tenant, subject) scoped heavy-read sess
 and every figure is exact: fusion never guesses a figure a lane could give. Full memories are loaded only for the
 page a recall returns. Three shapes of read, chosen by the subject's size (`memory.selectors.subject_size`):
 
-- Up to SMALL_SET rows (a typical subject), one read brings every candidate in light form: its id, session, write
-  time, cosine distance and which query terms it holds. Term weights, both lanes' rankings and the session order
-  are computed from that, in memory.
+- Up to SMALL_SET rows (a typical subject), one read brings every candidate in light form: its id, session, its
+  predecessor in the session, cosine distance, which query terms it holds and (for a query that names days) its
+  closeness to them. Term weights, the lanes' rankings and the session context are computed from that, in memory.
 - Up to LOOPMEM_RECALL_EXACT_MAX_ROWS (the quota, by default), one statement: a single scan gives every candidate
   its distance and held-terms mask, and from those the term weights and each lane's best `pool` rows
   (`_EXACT_POOL_SQL`).
 - Above it (a deployment that lowered that bound), lane by lane: the keyword lane's best rows, the vector lane's
   through the verified HNSW read of `memory.selectors.recall_by_vector`, then each row's figure in the other lane.
 
-The first two are complete by construction, like the exact vector read; the memories written just after the pooled
-ones in their sessions join them, scored the same way.
+The first two are complete by construction, like the exact vector read. A query that names days adds the time lane
+(`memory.time_lane`): its closest rows join the pool, and every pooled row carries its closeness. The memories
+written just after the pooled ones in their sessions join them, scored the same way.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def test_the_tenant_gate_spans_the_whole_session_even_with_no_transaction(tenant
 
 
 @pytest.mark.parametrize("configured", [False, True], ids=["autocommit", "in the transaction"])
-@pytest.mark.parametrize("method", ["fetch", "values", "aggregate"])
+@pytest.mark.parametrize("method", ["fetch", "values", "values_over"])
 def test_the_guard_refuses_an_unscoped_read_in_autocommit_and_in_the_transaction(
     tenant: Any, method: str, configured: bool
 ) -> None:
@@ -185,7 +185,11 @@ def test_the_guard_refuses_an_unscoped_read_in_autocommit_and_in_the_transaction
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         if configured:
             session.configure(ReadOptions())
-        read = getattr(session, method)
+        reads = {
+            "fetch": lambda: session.fetch(unscoped.values("id")),
+            "values": lambda: session.values(unscoped.values("id")),
+            "values_over": lambda: session.values_over(unscoped.values("id"), "SELECT count(*) FROM candidates", []),
+        }
         with CaptureQueriesContext(connections[HEAVY_READ_ALIAS]) as captured, pytest.raises(UnscopedHeavyRead):
-            read(unscoped.values("id"))
+            reads[method]()
         assert captured.captured_queries == []  # refused before it ran

@@ -84,3 +84,9 @@ def test_closeness_is_one_for_the_same_span_and_small_for_a_day_in_a_month():
     assert month.closeness(month) == 1.0
     assert day.closeness(month) == pytest.approx(1 / 30)
     assert day.closeness(DaySpan.day(date(2025, 9, 16))) == 0.0
+
+
+def test_only_a_texts_first_characters_are_read():
+    said = date(2026, 1, 12)
+    assert event_spans("on 2026-03-16. " + "and so on " * 5_000, said) == [DaySpan.day(date(2026, 3, 16))]
+    assert event_spans("and so on " * 300 + "on 2026-03-16.", said) == []  # the date starts past MAX_READ_CHARS
