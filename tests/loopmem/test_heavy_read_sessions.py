@@ -186,7 +186,7 @@ def test_the_guard_refuses_an_unscoped_read_in_autocommit_and_in_the_transaction
         if configured:
             session.configure(ReadOptions())
         reads = {
-            "fetch": lambda: session.fetch(unscoped.values("id")),
+            "fetch": lambda: session.fetch(unscoped),
             "values": lambda: session.values(unscoped.values("id")),
             "values_over": lambda: session.values_over(unscoped.values("id"), "SELECT count(*) FROM candidates", []),
         }
