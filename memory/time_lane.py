@@ -10,6 +10,7 @@ with an event day after / before a date.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -22,7 +23,6 @@ from psycopg.types.multirange import Multirange
 from psycopg.types.range import Range
 
 from memory.event_time import DaySpan, event_spans
-from memory.models import DaySpansField
 
 # A memory that names no day: the day it was written (UTC), as a one-day multirange.
 _EVENT_DAYS_SQL = (
@@ -51,45 +51,48 @@ def multirange(spans: Sequence[DaySpan]) -> Multirange[date]:
     return Multirange([Range(span.start, span.end, "[)") for span in spans])
 
 
-class _OnEventDays(Func):
+class _OnEventDays(Func, abc.ABC):
     """An expression over the row's event days (one SQL fragment: the guard and the ORM walk expression trees)."""
 
     def __init__(self) -> None:
         super().__init__(F("occurred_on"), F("inserted_at"))
 
-    def event_days(self, compiler: SQLCompiler) -> tuple[str, list[Any]]:
-        (occurred, occurred_params), (inserted, inserted_params) = (
-            compiler.compile(expression) for expression in self.get_source_expressions()
-        )
-        sql = _EVENT_DAYS_SQL.format(occurred=occurred, inserted=inserted)
-        return sql, [*occurred_params, *inserted_params, *inserted_params]
-
-
-class EventDays(_OnEventDays):
-    """The row's event days: its named spans, or the day it was written."""
-
-    output_field = DaySpansField()
-
     def as_sql(
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, *args: Any, **kwargs: Any
     ) -> tuple[str, list[Any]]:
-        return self.event_days(compiler)
+        (occurred, occurred_params), (inserted, inserted_params) = (
+            compiler.compile(expression) for expression in self.get_source_expressions()
+        )
+        days = _EVENT_DAYS_SQL.format(occurred=occurred, inserted=inserted)
+        return self.render(days, [*occurred_params, *inserted_params, *inserted_params])
+
+    @abc.abstractmethod
+    def render(self, days: str, params: list[Any]) -> tuple[str, list[Any]]:
+        """The fragment over `days` (the row's event days as a datemultirange, with its parameters)."""
 
 
-class Closeness(_OnEventDays):
-    """How close the row's event days come to the asked spans (`closeness`), in [0, 1]."""
-
-    output_field = FloatField()
-
+class _AgainstAsked(_OnEventDays, abc.ABC):
     def __init__(self, asked: Sequence[DaySpan]) -> None:
         super().__init__()
         self.asked = tuple(asked)
 
-    def as_sql(
-        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, *args: Any, **kwargs: Any
-    ) -> tuple[str, list[Any]]:
-        days, params = self.event_days(compiler)
+
+class Closeness(_AgainstAsked):
+    """How close the row's event days come to the asked spans (`closeness`), in [0, 1]."""
+
+    output_field = FloatField()
+
+    def render(self, days: str, params: list[Any]) -> tuple[str, list[Any]]:
         return _CLOSENESS_SQL.format(days=days), [*params, multirange(self.asked)]
+
+
+class TouchesDays(_AgainstAsked):
+    """The row shares a day with the asked spans (a cheap overlap test, so that `Closeness` runs on those rows only)."""
+
+    output_field = BooleanField()
+
+    def render(self, days: str, params: list[Any]) -> tuple[str, list[Any]]:
+        return f"({days} && %s::datemultirange)", [*params, multirange(self.asked)]
 
 
 class SharesDays(_OnEventDays):
@@ -101,24 +104,5 @@ class SharesDays(_OnEventDays):
         super().__init__()
         self.after, self.before = after, before
 
-    def as_sql(
-        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, *args: Any, **kwargs: Any
-    ) -> tuple[str, list[Any]]:
-        days, params = self.event_days(compiler)
+    def render(self, days: str, params: list[Any]) -> tuple[str, list[Any]]:
         return f"({days} && daterange(%s::date, %s::date, '()'))", [*params, self.after, self.before]
-
-
-class TouchesDays(_OnEventDays):
-    """The row shares a day with the asked spans (a cheap overlap test, so that `Closeness` runs on those rows only)."""
-
-    output_field = BooleanField()
-
-    def __init__(self, asked: Sequence[DaySpan]) -> None:
-        super().__init__()
-        self.asked = tuple(asked)
-
-    def as_sql(
-        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, *args: Any, **kwargs: Any
-    ) -> tuple[str, list[Any]]:
-        days, params = self.event_days(compiler)
-        return f"({days} && %s::datemultirange)", [*params, multirange(self.asked)]
