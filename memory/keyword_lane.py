@@ -106,7 +106,6 @@ class KeywordQuery:
     """The query's terms with their weights over this candidate set."""
 
     weights: dict[str, float]  # every term of the query, in query order
-    rows: int  # the candidates the weights were counted over
 
     @property
     def total_weight(self) -> float:
@@ -126,7 +125,7 @@ def coverage(keywords: KeywordQuery | None, mask: int) -> float:
 
 def weigh(terms: Sequence[str], *, rows: int, holding: Sequence[int]) -> KeywordQuery:
     """The terms' weights, from how many of `rows` candidates hold each."""
-    return KeywordQuery(weights={term: idf(rows, held) for term, held in zip(terms, holding, strict=True)}, rows=rows)
+    return KeywordQuery(weights={term: idf(rows, held) for term, held in zip(terms, holding, strict=True)})
 
 
 # Over `candidates` (id, held, ...; see scoped.ScopedSession.values_over), with parameters (term count, limit,
