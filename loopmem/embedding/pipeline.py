@@ -205,8 +205,11 @@ def _embed(
     store: Callable[[Row, list[float], str], int],
 ) -> int:
     vectors, model_id = embed([text_of(row) for row in rows])
+    # Rows are locked in primary-key order, whoever stores them: a drain's batch comes in its queue's order, and two
+    # batches sharing rows (a drain and a backfill, the sweep or reembed) locking them in two orders deadlocked.
+    stored = sorted(zip(rows, vectors, strict=True), key=lambda pair: pair[0].pk)
     with transaction.atomic():  # one commit for the batch, not one per row; the provider call stays outside
-        return sum(store(row, vector, model_id) for row, vector in zip(rows, vectors, strict=True))
+        return sum(store(row, vector, model_id) for row, vector in stored)
 
 
 def embed_one_with_retries(task: Any, what: str, embed: Callable[[], str]) -> str:
