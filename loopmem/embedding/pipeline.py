@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import redis
 from celery.exceptions import Retry
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ from loopmem.runtime import task_queue
 
 logger = logging.getLogger(__name__)
 
-Row = TypeVar("Row")
+Row = TypeVar("Row", bound=models.Model)  # stored in primary-key order (_embed)
 M = TypeVar("M", bound=EmbeddedColumns)
 
 # Redis did not answer at all (SIGSTOP, a reset connection); an error Redis answered with is not waited for.
