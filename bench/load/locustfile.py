@@ -3,6 +3,16 @@ remembering, recalling (hybrid and semantic), recalling merged and appending ses
 service. Run it through `manage.py loadtest` (scripts/loadtest), which creates the keys, runs locust headless and
 reads the results this file writes.
 
+Two scenarios, one user class each (the wrapper names the class on locust's command line):
+
+- `Agent` ("mixed"): remember, session append, recall hybrid and semantic, merged recall, with a think time drawn
+  from `LOOPMEM_LOAD_WAIT`.
+- `CapacityAgent` ("capacity"): 70 % recall (semantic, keyword and hybrid in turn), 20 % remember, 10 % session
+  append, against a subject the wrapper filled beforehand. Paced by `LOOPMEM_LOAD_PACE`: `closed` (the next request
+  as soon as the answer arrives: the service's capacity) or `poisson` (requests arrive at `LOOPMEM_LOAD_RATE` a
+  second per agent, exponential gaps on a fixed schedule, so a late answer does not push the later arrivals back;
+  an agent still has one request in flight at most, as a real agent waits for its answer).
+
 No Django here, on purpose: locust monkey-patches the standard library with gevent at start-up, and this process
 only speaks HTTP. Inputs come from the environment (set by the wrapper): `LOOPMEM_LOAD_KEYS` (a JSON list of raw
 agent keys, one per simulated agent), `LOOPMEM_LOAD_RESULTS` (where to write the results), `LOOPMEM_LOAD_WAIT`
@@ -22,19 +32,13 @@ from typing import Any
 
 from locust import FastHttpUser, between, events, task
 
+from bench.load.texts import RECALL_MODES, TOPICS, fact
+
 _KEYS_FILE = os.environ.get("LOOPMEM_LOAD_KEYS")
 KEYS: list[str] = json.loads(Path(_KEYS_FILE).read_text()) if _KEYS_FILE else []
 WAIT_MIN, WAIT_MAX = (float(part) for part in os.environ.get("LOOPMEM_LOAD_WAIT", "0,1").split(","))
-
-# Words the texts and the queries share, so recalls find something and the keyword lane has terms to match.
-TOPICS = ["deploy", "database", "cache", "runner", "release", "index", "queue", "backup", "token", "cluster"]
-FACTS = [
-    "The {t} on staging is rebuilt every night at {h}:00 UTC.",
-    "Always pin the {t} version in CI; the latest one broke the build on run {n}.",
-    "The {t} timeout was raised to {n} seconds after the incident.",
-    "Ask before touching the production {t}; the on-call rotates on {d}.",
-]
-DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday"]
+PACE = os.environ.get("LOOPMEM_LOAD_PACE", "closed")
+RATE = float(os.environ.get("LOOPMEM_LOAD_RATE", "1"))
 
 _next_key = itertools.count()
 _samples: dict[str, list[float]] = defaultdict(list)  # operation -> response times (ms)
@@ -43,23 +47,17 @@ _acknowledged: dict[str, list[str]] = {"memories": [], "turns": []}  # ids of wr
 _clock: dict[str, float] = {}
 
 
-def _fact() -> str:
-    template = random.choice(FACTS)
-    return template.format(t=random.choice(TOPICS), h=random.randint(0, 23), n=random.randint(2, 999),
-                           d=random.choice(DAYS))  # fmt: skip
+class _Caller(FastHttpUser):
+    """What every simulated agent does: its own key (so its own subject), one working session, writes recorded."""
 
-
-class Agent(FastHttpUser):
-    """One agent: its own key (so its own subject), one working session, a mix of reads and writes."""
-
-    wait_time = between(WAIT_MIN, WAIT_MAX)
+    abstract = True
 
     def on_start(self) -> None:
-        index = next(_next_key)
-        if index >= len(KEYS):
+        self.index = next(_next_key)
+        if self.index >= len(KEYS):
             raise RuntimeError(f"more simulated agents than keys ({len(KEYS)}): run it through manage.py loadtest")
-        self.headers = {"Authorization": f"Bearer {KEYS[index]}", "Content-Type": "application/json"}
-        self.session_id = f"load-session-{index}"
+        self.headers = {"Authorization": f"Bearer {KEYS[self.index]}", "Content-Type": "application/json"}
+        self.session_id = f"load-session-{self.index}"
 
     def _post(self, name: str, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         with self.client.post(path, json=body, headers=self.headers, name=name, catch_response=True) as response:
@@ -69,19 +67,31 @@ class Agent(FastHttpUser):
             response.failure(f"HTTP {response.status_code}")
             return None
 
-    @task(3)
-    def remember(self) -> None:
-        answer = self._post("remember", "/api/v1/memory", {"text": _fact(), "tags": ["load"]})
+    def _remember(self) -> None:
+        answer = self._post("remember", "/api/v1/memory", {"text": fact(), "tags": ["load"]})
         if answer is not None:
             _acknowledged["memories"].append(answer["data"]["id"])
 
-    @task(3)
-    def session_append(self) -> None:
+    def _session_append(self) -> None:
         turn = {"tier": "session", "session_id": self.session_id, "role": random.choice(["user", "assistant"]),
-                "content": _fact()}  # fmt: skip
+                "content": fact()}  # fmt: skip
         answer = self._post("session append", "/api/v1/memory", turn)
         if answer is not None:
             _acknowledged["turns"].append(answer["data"]["id"])
+
+
+class Agent(_Caller):
+    """The mixed scenario: a mix of reads and writes with a think time between calls."""
+
+    wait_time = between(WAIT_MIN, WAIT_MAX)
+
+    @task(3)
+    def remember(self) -> None:
+        self._remember()
+
+    @task(3)
+    def session_append(self) -> None:
+        self._session_append()
 
     @task(2)
     def recall_hybrid(self) -> None:
@@ -97,6 +107,38 @@ class Agent(FastHttpUser):
     def merged_recall(self) -> None:
         query = f"how do we handle the {random.choice(TOPICS)}"
         self._post("merged recall", "/api/v1/recall", {"query": query, "session_id": self.session_id, "limit": 10})
+
+
+class CapacityAgent(_Caller):
+    """The capacity scenario: 7 recalls (semantic, keyword, hybrid in turn) to 2 remembers to 1 session turn."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.modes = itertools.cycle(RECALL_MODES[self.index % 3 :] + RECALL_MODES[: self.index % 3])
+        self.next_at = time.monotonic()
+        if PACE == "poisson":
+            # The first arrival is one gap away too: agents do not all start at once.
+            time.sleep(self.wait_time())  # gevent's: locust patched it
+
+    def wait_time(self) -> float:
+        if PACE != "poisson":
+            return 0.0
+        self.next_at += random.expovariate(RATE)
+        return max(0.0, self.next_at - time.monotonic())
+
+    @task(7)
+    def recall(self) -> None:
+        mode = next(self.modes)
+        query = f"what about the {random.choice(TOPICS)} timeout"
+        self._post(f"recall {mode}", "/api/v1/memory/recall", {"query": query, "mode": mode, "limit": 10})
+
+    @task(2)
+    def remember(self) -> None:
+        self._remember()
+
+    @task(1)
+    def session_append(self) -> None:
+        self._session_append()
 
 
 def _record(name: str, response_time: float, response: Any = None, **_: Any) -> None:

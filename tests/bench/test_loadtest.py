@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from bench.harness import live_server
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.django_db(
     available_apps=["loopmem", "projects", "memory", "knowledge", "bench"],
 )
 OPERATIONS = {"remember", "session append", "recall hybrid", "recall semantic", "merged recall"}
+CAPACITY_OPERATIONS = {"remember", "session append", "recall hybrid", "recall semantic", "recall keyword"}
 
 
 def test_a_short_run_reports_its_operations_and_finds_every_acknowledged_write(settings):
@@ -42,6 +43,32 @@ def test_a_short_run_reports_its_operations_and_finds_every_acknowledged_write(s
     # The run's agent keys lived only as long as the run.
     assert ApiKey.objects.filter(agent_id__startswith="load-").count() == 2
     assert not ApiKey.objects.filter(agent_id__startswith="load-", revoked_at__isnull=True).exists()
+
+
+def test_capacity_levels_fill_each_agents_subject_and_report_every_level(settings):
+    settings.DATABASE_URL = settings.HEAVY_READ_DATABASE_URL = _test_database_url()
+    out = io.StringIO()
+    with live_server(workers=1) as url:
+        call_command("loadtest", "--host", url, "--scenario", "capacity", "--pace", "poisson", "--rate", "5",
+                     "--users", "1,2", "--run-time", "3", "--memories", "3", "--json", stdout=out)  # fmt: skip
+    levels = json.loads(out.getvalue())["levels"]
+    assert [level["users"] for level in levels] == [1, 2]
+    for level in levels:
+        assert level["pacing"] == "poisson, 5 req/s per agent"
+        assert set(level["operations"]) - {"all"} <= CAPACITY_OPERATIONS
+        assert level["operations"]["all"]["requests"] > 0
+        assert (level["server_errors"], level["lost"]) == (0, 0)
+    # Every agent's subject was filled, and embedded, before its level ran.
+    filled = Memory.objects.filter(tags__contains=["load-fill"])
+    assert filled.values("subject_id").distinct().count() == 3
+    assert filled.count() == 9
+    assert not filled.filter(embedding__isnull=True).exists()
+
+
+@pytest.mark.parametrize("levels", ["0", "8,0", "eight", ""])
+def test_a_level_without_agents_is_refused(levels):
+    with pytest.raises(CommandError, match="--users"):
+        call_command("loadtest", "--users", levels)
 
 
 def test_the_check_counts_a_missing_or_foreign_write_as_lost(tenant, other_tenant):
