@@ -29,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from bench import cpu_share
 from bench.harness import bench_agent
 from bench.load.texts import RECALL_MODES, TOPICS, fact
 from bench.load_report import errors_by_status, lost_write_check, operation_table, render, server_errors
@@ -90,7 +91,9 @@ class Command(OperatorCommand):
         keys_file.write_text(json.dumps([key.raw_key for key in keys]))
         results_file = run_dir / "results.json"
         try:
+            cpu_before = cpu_share.snapshot()
             self._locust(users, options, keys_file, results_file, run_dir)
+            cpu_spent = cpu_share.cpu_seconds(cpu_before, cpu_share.snapshot())
         finally:
             keys_file.unlink()
             for key in keys:  # the run's keys live only as long as the run
@@ -115,6 +118,9 @@ class Command(OperatorCommand):
             "acknowledged": sum(check.acknowledged.values()),
             "present": sum(check.present.values()),
             "lost": check.lost,
+            # This machine's processes only: a service elsewhere shows as the load generator alone.
+            "cpu_seconds": cpu_spent,
+            "cpu_ms_per_request": cpu_share.per_request_ms(cpu_spent, table.get("all", {}).get("requests", 0)),
             "load_average_before": load_before,
             "load_average_after": load_after,
             "run_dir": str(run_dir),
@@ -126,6 +132,7 @@ class Command(OperatorCommand):
         )
         human = render(header=header, table=table, by_status=by_status, check=check, load_before=load_before,
                        load_after=load_after)  # fmt: skip
+        human += "\n" + render_cpu(summary["cpu_seconds"], summary["cpu_ms_per_request"])
         return summary, human
 
     def _agents(self, slug: str, run_id: str, users: int) -> tuple[Tenant, list[IssuedKey]]:
@@ -214,17 +221,26 @@ def warm_up(host: str, raw_key: str) -> None:
                 answer.read()
 
 
+def render_cpu(spent: dict[str, float], per_request: dict[str, float]) -> str:
+    """CPU seconds per kind of process on this machine over the run, and per answered request."""
+    if not per_request:
+        return "cpu: no request answered"
+    parts = [f"{kind} {seconds:.1f} s ({per_request[kind]:.2f} ms)" for kind, seconds in spent.items()]
+    return f"cpu over the run (per request): {', '.join(parts)}; all {per_request['all']:.2f} ms a request"
+
+
 def render_levels(summaries: list[dict[str, Any]]) -> str:
     """One line per level: the whole mix's throughput and latency, errors and lost writes, the load after."""
     lines = [
         f"{'agents':>6}  {'pacing':<28}{'req/s':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}{'lost':>6}"
-        f"  load after"
+        f"{'cpu ms/req':>12}  load after"
     ]
     for summary in summaries:
         every = summary["operations"].get("all", {})
         figures = [every.get(column, "-") for column in ("per_second", "p50_ms", "p95_ms", "p99_ms")]
         lines.append(
             f"{summary['users']:>6}  {summary['pacing']:<28}{figures[0]:>8}{figures[1]:>9}{figures[2]:>9}"
-            f"{figures[3]:>9}{every.get('errors', 0):>8}{summary['lost']:>6}  {summary['load_average_after'][0]:.2f}"
+            f"{figures[3]:>9}{every.get('errors', 0):>8}{summary['lost']:>6}"
+            f"{summary['cpu_ms_per_request'].get('all', '-'):>12}  {summary['load_average_after'][0]:.2f}"
         )
     return "\n".join(lines)
