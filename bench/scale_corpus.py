@@ -4,8 +4,10 @@ Vectors are synthetic unit vectors (numpy, seeded), but every *query* vector is 
 embedding of a query text, and rows carry the hashing model id. So one corpus can be read both through
 `recall_by_vector` with a precomputed vector and through POST /api/v1/memory/recall, which embeds the text.
 
-Rows are bulk-loaded with COPY. The partial HNSW index is dropped before the load and rebuilt after it:
-inserting 10^5 rows into a live HNSW graph costs far more than one build.
+Rows are bulk-loaded with COPY, one committed COPY per chunk of CHUNK_ROWS: a build that was killed continues from
+the chunks it committed (each chunk's rows and vectors depend only on the seed and the chunk's number). The partial
+HNSW index is dropped before the load and rebuilt after it: inserting 10^5 rows into a live HNSW graph costs far
+more than one build.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import psutil
 from django.db import connection, transaction
 from django.db.models import Index
 from django.utils import timezone
@@ -46,8 +49,10 @@ def hnsw_index_name(dimensions: int = NATIVE_DIMENSIONS) -> str:
 
 
 HNSW_INDEX_NAME = hnsw_index_name()
-# The graph of 200k x 1536-dim vectors is ~1.4 GB; a build that spills past maintenance_work_mem is far slower.
-INDEX_BUILD_MEMORY = "2GB"
+# A build that spills past maintenance_work_mem is far slower: the graph of 200k x 1536-dim vectors is ~1.4 GB, about
+# 1.2 x its vectors. The build gets that for every row of the table, at least 2 GB and at most half the machine.
+INDEX_BUILD_MEMORY_FLOOR = 2 << 30
+INDEX_BUILD_MEMORY_SHARE_OF_MACHINE = 0.5
 CHUNK_ROWS = 2_000
 DEFAULT_SEED = 20_240_611
 
@@ -276,19 +281,30 @@ def vector_literal(values: Sequence[float]) -> str:
     return "[" + ",".join(map("{:.6g}".format, values)) + "]"
 
 
-def _chunks(plan: _Plan, seed: int) -> Iterator[tuple[npt.NDArray[np.int64], Vectors]]:
-    for number, start in enumerate(range(0, plan.rows, CHUNK_ROWS)):
-        logical = plan.insert_order[start : start + CHUNK_ROWS]
+def _chunks(plan: _Plan, seed: int, first: int = 0) -> Iterator[tuple[npt.NDArray[np.int64], Vectors]]:
+    """The plan's rows chunk by chunk from chunk `first`: a chunk's vectors come from its own seeded generator."""
+    for number in range(first, math.ceil(plan.rows / CHUNK_ROWS)):
+        logical = plan.insert_order[number * CHUNK_ROWS : (number + 1) * CHUNK_ROWS]
         yield logical, plan.vectors(logical, np.random.default_rng([seed, number]))
 
 
+def loaded_rows(tenant_id: uuid.UUID) -> int:
+    """How many rows the tenant holds (a corpus loaded whole, or the chunks a killed build committed)."""
+    return Memory.objects.for_tenant(tenant_id).count()
+
+
 def _copy_rows(tenant_id: uuid.UUID, plan: _Plan, model_id: str, seed: int, progress: Progress) -> None:
+    """COPY the plan's rows chunk by chunk, each committed, after the chunks already there."""
+    done = loaded_rows(tenant_id)
+    if done > plan.rows or (done % CHUNK_ROWS and done != plan.rows):
+        raise ValueError(f"the tenant holds {done} rows: not a part of this {plan.rows}-row corpus")
+    progress(done)
     started = timezone.now() - timedelta(milliseconds=plan.rows)
-    with connection.cursor() as cursor, cursor.cursor.copy(COPY_SQL) as copy:
-        for logical, vectors in _chunks(plan, seed):
+    for logical, vectors in _chunks(plan, seed, first=done // CHUNK_ROWS):
+        with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(COPY_SQL) as copy:
             for logical_index, vector in zip(logical.tolist(), vectors.tolist(), strict=True):
                 copy.write_row(_row(tenant_id, plan, logical_index, vector, model_id, started))
-            progress(len(logical))
+        progress(len(logical))
 
 
 def _row(
@@ -318,13 +334,23 @@ def drop_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> None:
         cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(dimensions)}")
 
 
+def index_build_memory(rows: int, dimensions: int) -> int:
+    """Bytes of maintenance_work_mem for an HNSW build over `rows` vectors: the graph, within the floor and the cap."""
+    graph = int(rows * dimensions * 4 * 1.2)
+    cap = int(psutil.virtual_memory().total * INDEX_BUILD_MEMORY_SHARE_OF_MACHINE)
+    return max(INDEX_BUILD_MEMORY_FLOOR, min(graph, cap))
+
+
 def build_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> float:
     """(Re)create the partial HNSW index of this size from the model's declaration; returns the build seconds."""
     drop_hnsw_index(dimensions)
     started = time.perf_counter()
     with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM memories")
+        (rows,) = cursor.fetchone()
+        memory_kb = index_build_memory(int(rows), dimensions) >> 10
         # Session-level: the build must hold the whole graph in memory or it slows down sharply.
-        cursor.execute(f"SET maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
+        cursor.execute(f"SET maintenance_work_mem = '{memory_kb}kB'")
         # Vectors live in TOAST, so the heap looks tiny and the planner would build on one process; allow workers.
         cursor.execute("SET min_parallel_table_scan_size = 0")
         try:
@@ -352,8 +378,7 @@ def _load(
     copy_started = time.perf_counter()
     try:
         phase("loading rows (COPY)")
-        with transaction.atomic():
-            _copy_rows(tenant_id, plan, model_id, seed, progress)
+        _copy_rows(tenant_id, plan, model_id, seed, progress)
         copy_seconds = time.perf_counter() - copy_started
     finally:
         # Rebuilt even when the load fails: the rest of the database must not lose its index.

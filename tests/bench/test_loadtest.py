@@ -41,7 +41,8 @@ def test_a_short_run_reports_its_operations_and_finds_every_acknowledged_write(s
     assert (summary["present"], summary["lost"]) == (summary["acknowledged"], 0)
     assert len(summary["load_average_before"]) == len(summary["load_average_after"]) == 3
     # Where the CPU went: the web server and the load generator both run on this machine.
-    assert summary["cpu_seconds"]["web"] > 0 and summary["cpu_seconds"]["load generator"] > 0
+    assert summary["cpu_seconds"]["web"] > 0
+    assert summary["cpu_seconds"]["load generator"] > 0
     assert summary["cpu_ms_per_request"]["all"] > 0
     # The run's agent keys lived only as long as the run.
     assert ApiKey.objects.filter(agent_id__startswith="load-").count() == 2

@@ -113,11 +113,13 @@ def recall_summary(values: Sequence[float]) -> dict[str, float]:
 def prepare_corpus(
     *, slug: str, rows: int, subjects: int, reuse: bool, seed: int, dimensions: int = scale_corpus.NATIVE_DIMENSIONS
 ) -> tuple[Tenant, scale_corpus.DilutedCorpus]:
-    """Build the diluted corpus under a new tenant, or describe the one already there (--reuse)."""
+    """Build the diluted corpus under a new tenant, continue a build that was killed, or describe the one already
+    there (--reuse)."""
     existing = Tenant.objects.filter(slug=slug).first()
-    if existing is not None and not reuse:
+    partial = existing is not None and scale_corpus.loaded_rows(existing.id) < rows
+    if existing is not None and not reuse and not partial:
         raise CommandError(f"tenant {slug} exists: pass --reuse to measure its corpus again, or another --tenant-slug")
-    if existing is not None:
+    if existing is not None and not partial:
         loaded = Memory.objects.for_tenant(existing.id).exclude(subject_id=WRITER_SUBJECT).count()
         if loaded != rows:
             raise CommandError(f"tenant {slug} holds {loaded} rows, not {rows}: it is not this corpus")
@@ -125,7 +127,7 @@ def prepare_corpus(
         return existing, scale_corpus.diluted_corpus_shape(
             tenant_id=existing.id, rows=rows, subjects=subjects, load=load
         )
-    tenant = scale_tenant(name=f"Recall benchmark ({rows} rows, {subjects} subjects)", slug=slug)
+    tenant = existing or scale_tenant(name=f"Recall benchmark ({rows} rows, {subjects} subjects)", slug=slug)
     with corpus_progress(rows) as progress:
         corpus = scale_corpus.build_diluted_corpus(
             tenant_id=tenant.id,
