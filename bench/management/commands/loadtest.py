@@ -171,7 +171,7 @@ class Command(OperatorCommand):
 
 
 def parse_levels(value: str) -> list[int]:
-    """ "50" or "1,8,32": the agent counts to run, in order."""
+    """The agent counts to run, in order: one level ("50") or several ("1,8,32")."""
     try:
         levels = [int(part) for part in value.split(",")]
     except ValueError:
@@ -182,6 +182,7 @@ def parse_levels(value: str) -> list[int]:
 
 
 def pacing(options: dict[str, Any]) -> str:
+    """How the run's agents send their requests, in words."""
     if options["scenario"] == "mixed":
         return f"think {options['think']} s"
     if options["pace"] == "poisson":
