@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from bench import cpu_share
@@ -36,7 +39,17 @@ def test_cpu_seconds_count_only_the_run_and_a_process_started_during_it_counts_w
     assert cpu_share.per_request_ms(spent, 0) == {}
 
 
-def test_a_snapshot_sees_this_machines_processes_and_the_callers_children():
-    processes, children = cpu_share.snapshot()
-    assert children >= 0
-    assert all(kind in {k for _, k in cpu_share.KINDS} for _, kind in processes)
+def test_a_snapshot_finds_a_process_by_its_kind_and_counts_the_callers_finished_children():
+    # A child whose command line names gunicorn is a web process to the snapshot while it runs.
+    named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "gunicorn"])
+    try:
+        processes, _ = cpu_share.snapshot()
+        assert processes.get((named.pid, "web")) is not None
+    finally:
+        named.kill()
+        named.wait()
+    # A child that has exited and been waited for counts in the caller's children's CPU.
+    _, before = cpu_share.snapshot()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    _, after = cpu_share.snapshot()
+    assert after > before
