@@ -307,7 +307,7 @@ def _nearest(
             index_order=True,
         )
     )
-    # Ordered by the index's cast; distances (and the re-sort) at full precision.
+    # Ordered by the index's cast; distances (and the re-sort) on the stored vector, as the exact read's.
     ann = embedded.annotate(distance=vector_index.exact_distance(embedding.vector)).order_by(
         vector_index.ann_distance(embedding.vector)
     )[:k]

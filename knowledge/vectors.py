@@ -13,19 +13,19 @@ from knowledge.models import Article
 
 
 class VectorSend(Func):
-    """A vector column as its binary wire format (`vector_send`: int16 dims, int16 unused, big-endian float32s).
+    """A halfvec column as its binary wire format (`halfvec_send`: int16 dims, int16 unused, big-endian float16s).
 
     Read as text, a 1536-dim vector is ~12 KB of decimals that pgvector's Django field parses one float at a time
     in Python: 30 candidate articles cost ~20 ms a merged recall. As bytea it is decoded by psycopg and numpy.
     """
 
-    function = "vector_send"
+    function = "halfvec_send"
     output_field = BinaryField()
 
 
 def vector_from_send(raw: bytes | memoryview) -> NDArray[np.float64]:
-    """The float32 values `vector_send` wrote, exactly, as float64."""
-    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float64)
+    """The float16 values `halfvec_send` wrote, exactly, as float64."""
+    return np.frombuffer(raw, dtype=">f2", offset=4).astype(np.float64)
 
 
 @dataclass(frozen=True)

@@ -203,8 +203,8 @@ class _VectorRead:
 
     def ann(self, pool: int) -> list[Memory]:
         def build(scope: Scope, vector: list[float], model_id: str) -> QuerySet[Memory]:
-            # Ordered by the cast the index of this size holds; the caller re-ranks by the full-precision distance (a
-            # halfvec index's order is a close approximation, its distances are not the stored vectors').
+            # Ordered by the cast the index of this size holds; the distance is the stored vector's, the figure the
+            # exact read gives, and the caller re-ranks by it (ties broken by id, as the exact read breaks them).
             candidates = self._candidates(scope, vector, model_id)
             ranked = candidates.annotate(distance=vector_index.exact_distance(vector))
             return ranked.order_by(vector_index.ann_distance(vector))[:pool]
@@ -276,8 +276,8 @@ def _exact(
     candidate's 20-odd columns: about a fifth of a quota-full subject's read), the outer fetches those k rows by
     primary key.
     """
-    # "+ 0" makes the sort key an expression no HNSW index can serve (nor does the uncast, full-precision column
-    # match the indexes' cast expressions), so the planner never swaps in an approximate, post-filtered index scan:
+    # "+ 0" makes the sort key an expression no HNSW index can serve (nor does the uncast column match the
+    # indexes' cast expressions), so the planner never swaps in an approximate, post-filtered index scan:
     # this read is exact by construction.
     distance = ExpressionWrapper(vector_index.exact_distance(vector) + Value(0.0), output_field=FloatField())
     if subject_rows < EXACT_TWO_STEP_MIN_ROWS:

@@ -1,9 +1,9 @@
-"""Vectors at their model's native size in one untyped `vector` column, and the partial HNSW indexes over it.
+"""Vectors at their model's native size in one untyped `halfvec` column, and the partial HNSW indexes over it.
 
 pgvector can index only a typed column, so an untyped one is indexed the way its docs show for mixed sizes: one
-expression index per supported size, `(embedding::vector(N))`, partial on `vector_dims(embedding) = N`. Sizes of
-1024 and up are indexed as `halfvec(N)`: half the index, and 3072 (over `vector`'s 2,000-dimension HNSW limit)
-becomes indexable; the re-rank stays on the stored full-precision vector where a read needs exact distances.
+expression index per supported size, `(embedding::halfvec(N))`, partial on `vector_dims(embedding) = N`. Half
+precision throughout: the column and its indexes take half the bytes of `vector`, and 3072 dimensions (over
+`vector`'s 2,000-dimension HNSW limit, within `halfvec`'s 4,000) are indexable.
 
 A read that wants the index must say the same expression and the same predicate (`ann_distance`,
 `same_dimensions`): the planner matches an expression index only on the identical expression, and a partial
@@ -19,12 +19,11 @@ from django.db import models
 from django.db.models import F, Func, IntegerField, Q
 from django.db.models.functions import Cast
 from django.db.models.lookups import Exact
-from pgvector.django import CosineDistance, HalfVectorField, HnswIndex, VectorField
+from pgvector.django import CosineDistance, HalfVectorField, HnswIndex
 
 # The sizes an HNSW index exists for: MiniLM/bge-small (384), bge-base/nomic (768), bge-large/mxbai (1024),
 # text-embedding-3-small and ada-002 (1536), text-embedding-3-large (3072).
 INDEXED_DIMENSIONS: tuple[int, ...] = (384, 768, 1024, 1536, 3072)
-HALFVEC_FROM = 1024  # from this size up the index holds half-precision vectors
 COLUMN = "embedding"
 
 
@@ -44,7 +43,7 @@ def is_indexed(dimensions: int) -> bool:
 
 
 def indexed_expression(dimensions: int, column: str = COLUMN) -> Cast:
-    """The expression the index of this size holds: `column::vector(N)` or `column::halfvec(N)`."""
+    """The expression the index of this size holds: `column::halfvec(N)`."""
     return Cast(column, output_field=_field(dimensions))
 
 
@@ -54,7 +53,7 @@ def ann_distance(vector: Sequence[float], column: str = COLUMN) -> CosineDistanc
 
 
 def exact_distance(vector: Sequence[float], column: str = COLUMN) -> CosineDistance:
-    """Cosine distance on the stored vector at full precision (no cast: no index matches it)."""
+    """Cosine distance on the stored vector (no cast: no index matches it)."""
     return CosineDistance(column, list(vector))
 
 
@@ -62,10 +61,9 @@ def hnsw_indexes(table: str, condition: Q) -> list[HnswIndex]:
     """One partial HNSW index per supported size over `condition`'s rows: `<table>_hnsw_<N>_idx`."""
     indexes = []
     for dimensions in INDEXED_DIMENSIONS:
-        opclass = "halfvec_cosine_ops" if dimensions >= HALFVEC_FROM else "vector_cosine_ops"
         indexes.append(
             HnswIndex(
-                OpClass(indexed_expression(dimensions), name=opclass),
+                OpClass(indexed_expression(dimensions), name="halfvec_cosine_ops"),
                 name=f"{table}_hnsw_{dimensions}_idx",
                 m=16,
                 ef_construction=64,
@@ -76,7 +74,7 @@ def hnsw_indexes(table: str, condition: Q) -> list[HnswIndex]:
 
 
 def _field(dimensions: int) -> models.Field[object, object]:
-    return HalfVectorField(dimensions=dimensions) if dimensions >= HALFVEC_FROM else VectorField(dimensions=dimensions)
+    return HalfVectorField(dimensions=dimensions)
 
 
 # --- The migration from one padded column (vector(LOOPMEM_EMBEDDING_DIMENSIONS)) to native sizes -------------

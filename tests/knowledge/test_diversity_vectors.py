@@ -1,4 +1,4 @@
-"""The merged recall's diversity vectors, read with the search's rows as pgvector's binary format: the stored float32
+"""The merged recall's diversity vectors, read with the search's rows as pgvector's binary format: the stored float16
 values exactly, only for visible articles, and withheld when the article's model is not the query's."""
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ def read(*articles):
     return {row.id: row for row in with_vectors(Article.objects.filter(id__in=[a.id for a in articles]))}
 
 
-def test_the_vector_comes_back_as_the_float32_values_postgres_stored(tenant):
+def test_the_vector_comes_back_as_the_float16_values_postgres_stored(tenant):
     values = [0.1, -0.3, 1 / 3, 2.5e-7, 0.0, 1.0]
     article = ArticleFactory.create(tenant=tenant, embedding=stored(values), embedding_model="hashing:v1")
     found = article_vector(read(article)[article.id], model_id="hashing:v1")
     assert isinstance(found.vector, np.ndarray)
     assert found.vector.dtype == np.float64
-    expected = np.asarray(stored(values), dtype=np.float32).astype(np.float64)
+    expected = np.asarray(stored(values), dtype=np.float16).astype(np.float64)
     assert np.array_equal(found.vector, expected)
     assert found.content_hash == article.embedding_content_hash
 

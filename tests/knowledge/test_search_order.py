@@ -100,7 +100,7 @@ def test_only_the_selectors_window_has_its_vectors_read(agent, tenant):
         embedded_article(tenant, f"Release note {n}", f"roll back release step {n}", embedding=hashed(f"step {n}"))
     with CaptureQueriesContext(connections[HEAVY_READ_ALIAS]) as captured:
         body = search(agent, QUERY, limit=2)
-    reads = [q["sql"] for q in captured.captured_queries if "vector_send" in q["sql"]]
+    reads = [q["sql"] for q in captured.captured_queries if "halfvec_send" in q["sql"]]
     assert len(reads) == 1  # one read by id, not a vector with every pooled row of both lanes
     diversity = body["meta"]["diversity"]
     assert diversity["candidates"] == diversity["vectors_available"] == 6  # the window: pool_size(2) = 6 of 12

@@ -110,7 +110,7 @@ def test_pgvector_gives_the_empty_text_a_real_cosine_distance_where_a_zero_vecto
     zero = [0.0] * len(hello)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT %s::vector <=> %s::vector, %s::vector <=> %s::vector",
+            "SELECT %s::halfvec <=> %s::halfvec, %s::halfvec <=> %s::halfvec",
             [str(empty), str(hello), str(zero), str(hello)],
         )
         empty_distance, zero_distance = cursor.fetchone()

@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from loopmem.database import router
-from loopmem.embedding import embedders, vector_index
+from loopmem.embedding import embedders
 from loopmem.reads import scoped
 from loopmem.reads.prepared import PreparedRead
 from loopmem.tenancy.scope import Scope
@@ -92,11 +92,10 @@ def test_the_ann_read_uses_the_partial_index_of_its_size_and_the_exact_read_uses
     query = list(rows[0].embedding)
     ann = selectors.recall_by_vector(scope=scope, vector=query, model_id=model_id, k=5, path="ann_only")
     assert index in plans[-1], plans[-1]
-    if dimensions >= vector_index.HALFVEC_FROM:
-        assert "halfvec" in plans[-1]
+    assert "halfvec" in plans[-1]
     exact = selectors.recall_by_vector(scope=scope, vector=query, model_id=model_id, k=5, path="exact")
     assert "hnsw" not in plans[-1], plans[-1]
-    # The ANN rows carry full-precision distances: the same figures as the exact read's for the same rows.
+    # The ANN rows carry the stored vector's distances: the same figures as the exact read's for the same rows.
     assert ann.hits[0].memory.id == exact.hits[0].memory.id == rows[0].id
     assert ann.hits[0].score == pytest.approx(exact.hits[0].score, abs=1e-9)
 
