@@ -16,7 +16,7 @@ import hashlib
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -424,11 +424,32 @@ def exact_neighbours(
             WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL
               AND vector_dims(embedding) = %s {subject_filter}
         )
-        SELECT id, subject_id, embedding <=> %s::vector AS distance FROM live ORDER BY distance, id LIMIT %s
+        SELECT id, subject_id, embedding <=> %s::halfvec AS distance FROM live ORDER BY distance, id LIMIT %s
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, vector_literal(vector), k])
         return [Neighbour(*row) for row in cursor.fetchall()]
+
+
+def float32_neighbours(
+    corpus: DilutedCorpus, queries: Mapping[str, Sequence[float]], *, seed: int = DEFAULT_SEED, k: int = 10
+) -> dict[str, tuple[uuid.UUID, ...]]:
+    """Each queried subject's exact top k on the vectors the build generated, in float32: the answer before the
+    column's half precision (and the load's 6-digit text) rounded them. Regenerates the corpus chunk by chunk, as the
+    build does, keeping only the queried subjects' rows."""
+    plan, _ = _diluted_plan(corpus.rows, len(corpus.subjects), seed, corpus.load.dimensions)
+    index_of = {name: n for n, name in enumerate(corpus.subjects)}
+    wanted = {index_of[subject]: np.asarray(vector, dtype=np.float32) for subject, vector in queries.items()}
+    found: dict[int, list[tuple[float, uuid.UUID]]] = {n: [] for n in wanted}
+    for logical, vectors in _chunks(plan, seed):
+        owners = plan.subject_of[logical]
+        for position in np.flatnonzero(np.isin(owners, list(wanted))):
+            owner = int(owners[position])
+            query = wanted[owner]
+            row = vectors[position]
+            cosine = float(row @ query) / float(np.linalg.norm(row) * np.linalg.norm(query))
+            found[owner].append((1.0 - cosine, row_id(corpus.tenant_id, int(logical[position]))))
+    return {corpus.subjects[n]: tuple(i for _, i in sorted(rows)[:k]) for n, rows in found.items()}
 
 
 def rows_nearer(*, tenant_id: uuid.UUID, vector: Sequence[float], distance: float) -> int:
@@ -438,7 +459,7 @@ def rows_nearer(*, tenant_id: uuid.UUID, vector: Sequence[float], distance: floa
             SELECT embedding FROM memories
             WHERE tenant_id = %s AND superseded_by_id IS NULL AND embedding IS NOT NULL AND vector_dims(embedding) = %s
         )
-        SELECT count(*) FROM live WHERE embedding <=> %s::vector < %s
+        SELECT count(*) FROM live WHERE embedding <=> %s::halfvec < %s
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [str(tenant_id), len(vector), vector_literal(vector), distance])

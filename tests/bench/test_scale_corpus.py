@@ -67,3 +67,17 @@ def test_the_index_build_memory_holds_the_graph_within_a_floor_and_half_the_mach
     two_million = scale_corpus.index_build_memory(2_000_000, 384)
     assert two_million == min(int(2_000_000 * 384 * 4 * 1.2), scale_corpus.index_build_memory(10**12, 384))
     assert scale_corpus.index_build_memory(10**12, 384) > scale_corpus.INDEX_BUILD_MEMORY_FLOOR
+
+
+def test_the_float32_reference_is_the_stored_exact_top_10_up_to_half_precision(tenant):
+    corpus = scale_corpus.build_diluted_corpus(tenant_id=tenant.id, rows=ROWS, subjects=SUBJECTS)
+    queries = {subject: corpus.query_vector(subject) for subject in corpus.subjects}
+    reference = scale_corpus.float32_neighbours(corpus, queries)
+    for subject, vector in queries.items():
+        stored = scale_corpus.exact_neighbours(tenant_id=tenant.id, vector=vector, k=ROWS, subject_id=subject)
+        distance = {n.id: n.distance for n in stored}
+        assert len(reference[subject]) == 10
+        assert set(reference[subject]) <= set(distance)  # the subject's own rows
+        # Every float32 neighbour is among the stored top 10, or ties its 10th place within half precision.
+        tenth = stored[9].distance
+        assert all(distance[i] <= tenth + 1e-3 for i in reference[subject]), subject

@@ -183,6 +183,13 @@ def measure_dilution(corpus: scale_corpus.DilutedCorpus, probes: Sequence[Probe]
     }
 
 
+def measure_half_precision(corpus: scale_corpus.DilutedCorpus, probes: Sequence[Probe], seed: int) -> dict[str, float]:
+    """The exact top 10 on the stored vectors (half precision) against the exact top 10 on the float32 vectors the
+    build generated: what storing `halfvec` alone changes in an answer. Every read is measured against the former."""
+    float32 = scale_corpus.float32_neighbours(corpus, {p.subject: p.vector for p in probes}, seed=seed, k=K)
+    return recall_summary([recall_at_k(probe.truth, float32[probe.subject]) for probe in probes])
+
+
 # --- Service-level reads ----------------------------------------------------------------------------------
 
 
@@ -502,6 +509,7 @@ class Command(OperatorCommand):
             "environment": environment(),
             "storage": storage(tenant.id, corpus.load.dimensions),
             "dilution": measure_dilution(corpus, probes[:DILUTION_PROBES]),
+            "half_precision": measure_half_precision(corpus, probes, options["seed"]),
             "passes": [
                 measure_pass(
                     tenant,
@@ -584,6 +592,12 @@ def render(summary: dict[str, Any]) -> str:
         f"min {nearer['min']}, median {nearer['median']}; own top 10 outside the global top {DILUTION_DEPTH} for "
         f"{dilution['top10_outside_global_top500_fraction']:.0%}",
     ]
+    if "half_precision" in summary:
+        half = summary["half_precision"]
+        lines.append(
+            f"exact top 10 on the stored (half precision) vectors against float32: recall@10 mean {half['mean']}, "
+            f"min {half['min']}, identical for {half['complete_fraction']:.1%} of subjects"
+        )
     for number, figures in enumerate(summary["passes"], start=1):
         lines += ["", f"pass {number}", *render_pass(figures)]
     lines += ["", *render_sizes(summary)]
