@@ -83,11 +83,11 @@ Progress = Callable[[int], None]
 Phase = Callable[[str], None]
 
 
-def _no_progress(_: int) -> None:
+def no_progress(_: int) -> None:
     """Default progress sink: report nothing."""
 
 
-def _no_phase(_: str) -> None:
+def no_phase(_: str) -> None:
     """Default phase sink: report nothing."""
 
 
@@ -299,6 +299,8 @@ def _copy_rows(tenant_id: uuid.UUID, plan: _Plan, model_id: str, seed: int, prog
     if done > plan.rows or (done % CHUNK_ROWS and done != plan.rows):
         raise ValueError(f"the tenant holds {done} rows: not a part of this {plan.rows}-row corpus")
     progress(done)
+    if done == plan.rows:
+        return  # every chunk is in (the build was killed after its load)
     started = timezone.now() - timedelta(milliseconds=plan.rows)
     for logical, vectors in _chunks(plan, seed, first=done // CHUNK_ROWS):
         with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(COPY_SQL) as copy:
@@ -329,14 +331,24 @@ def _hnsw_index(dimensions: int) -> Index:
     raise LookupError(f"Memory declares no index {name}")
 
 
+def has_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> bool:
+    """False after a build killed while its index was being built (the load drops it first)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [hnsw_index_name(dimensions)])
+        return cursor.fetchone() is not None
+
+
 def drop_hnsw_index(dimensions: int = NATIVE_DIMENSIONS) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(dimensions)}")
 
 
 def index_build_memory(rows: int, dimensions: int) -> int:
-    """Bytes of maintenance_work_mem for an HNSW build over `rows` vectors: the graph, within the floor and the cap."""
-    graph = int(rows * dimensions * 4 * 1.2)
+    """Bytes of maintenance_work_mem for an HNSW build over `rows` vectors: the graph, within the floor and the cap.
+
+    An element is its `halfvec` (2 bytes a component) and about 400 B of heap pointers, neighbour list and page slack
+    (1,170 B an element measured at 384 dimensions: docs/performance.md, "Bytes per memory")."""
+    graph = rows * (dimensions * 2 + 400)
     cap = int(psutil.virtual_memory().total * INDEX_BUILD_MEMORY_SHARE_OF_MACHINE)
     return max(INDEX_BUILD_MEMORY_FLOOR, min(graph, cap))
 
@@ -496,8 +508,8 @@ def build_needle_corpus(
     decoys: int = DEFAULT_DECOYS,
     seed: int = DEFAULT_SEED,
     dimensions: int = NATIVE_DIMENSIONS,
-    progress: Progress = _no_progress,
-    phase: Phase = _no_phase,
+    progress: Progress = no_progress,
+    phase: Phase = no_phase,
 ) -> NeedleCorpus:
     """Load the needle corpus into `tenant_id`: needle, decoys and haystack interleaved in insertion order."""
     plan, query, cosines = _needle_plan(rows, decoys, seed, dimensions)
@@ -524,8 +536,8 @@ def build_diluted_corpus(
     subjects: int,
     seed: int = DEFAULT_SEED,
     dimensions: int = NATIVE_DIMENSIONS,
-    progress: Progress = _no_progress,
-    phase: Phase = _no_phase,
+    progress: Progress = no_progress,
+    phase: Phase = no_phase,
     model_id: str | None = None,
 ) -> DilutedCorpus:
     """Load the diluted corpus into `tenant_id` (at `dimensions`: 384 is the hashing model's own size), its rows

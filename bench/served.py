@@ -73,6 +73,15 @@ def point_at_embedder(tenant: Tenant, embedder_url: str) -> Tenant:
 ArticleBuilder = Callable[[Tenant, scale_corpus.DilutedCorpus, int, int], object]
 
 
+def corpus_memories(tenant: Tenant) -> int:
+    return Memory.objects.for_tenant(tenant.id).exclude(subject_id__startswith=WRITER_PREFIX).count()
+
+
+def corpus_articles(tenant: Tenant) -> int:
+    # Memories the benchmark's own recalls made valuable graduate into articles between runs: not corpus.
+    return Article.objects.filter(tenant=tenant).exclude(metadata__has_key="graduated_from_memory_id").count()
+
+
 def prepare(
     *,
     slug: str,
@@ -83,45 +92,60 @@ def prepare(
     seed: int,
     embedder_url: str,
     build_articles: ArticleBuilder,
+    progress: scale_corpus.Progress = scale_corpus.no_progress,
+    phase: scale_corpus.Phase = scale_corpus.no_phase,
 ) -> tuple[Tenant, scale_corpus.DilutedCorpus, bool]:
-    """The tenant (built now, or --reuse of one built before), pointed at `embedder_url`; True when built now.
+    """The tenant (built now, continued from where a killed build stopped, or --reuse of a whole one), pointed at
+    `embedder_url`; True when anything was built now.
 
     `build_articles(tenant, corpus, total, seed)` is the merged-recall benchmark's article builder (a command
-    module, which this module must not import: the command imports this one).
+    module, which this module must not import: the command imports this one); it continues a partial build too.
     """
     existing = Tenant.objects.filter(slug=slug).first()
-    if existing is not None and not reuse:
-        raise CommandError(f"tenant {slug} exists: pass --reuse to measure its corpus again, or another --tenant-slug")
-    if existing is not None:
-        tenant = point_at_embedder(existing, embedder_url)
-        loaded = Memory.objects.for_tenant(tenant.id).exclude(subject_id__startswith=WRITER_PREFIX).count()
-        # Memories the benchmark's own recalls made valuable graduate into articles between runs: not corpus.
-        found_articles = (
-            Article.objects.filter(tenant=tenant).exclude(metadata__has_key="graduated_from_memory_id").count()
+    if existing is None:
+        tenant = tenant_create(
+            name=f"Served benchmark ({rows} memories, {subjects} subjects, {articles} articles)",
+            slug=slug,
+            rate_limit_per_minute=BENCH_RATE_LIMIT,
         )
-        if (loaded, found_articles) != (rows, articles):
+    else:
+        tenant = existing
+    tenant = point_at_embedder(tenant, embedder_url)
+    loaded, found_articles = corpus_memories(tenant), corpus_articles(tenant)
+    whole = (loaded, found_articles) == (rows, articles) and scale_corpus.has_hnsw_index()
+    if existing is not None:
+        if loaded > rows or found_articles > articles:
             raise CommandError(
                 f"tenant {slug} holds {loaded} memories and {found_articles} articles, not {rows} and {articles}"
             )
+        if whole and not reuse:
+            raise CommandError(
+                f"tenant {slug} exists: pass --reuse to measure its corpus again, or another --tenant-slug"
+            )
+    if loaded < rows:
+        corpus = scale_corpus.build_diluted_corpus(
+            tenant_id=tenant.id,
+            rows=rows,
+            subjects=subjects,
+            seed=seed,
+            model_id=MODEL_ID,
+            progress=progress,
+            phase=phase,
+        )
+    else:
         # Built at the loopback model's native size (build_diluted_corpus's default), whatever the settings say.
         load = scale_corpus.LoadStats(
             rows=rows, dimensions=scale_corpus.NATIVE_DIMENSIONS, copy_seconds=0, index_seconds=0
         )
-        shape = scale_corpus.diluted_corpus_shape(
+        if not scale_corpus.has_hnsw_index():
+            phase("building the HNSW index")  # the build was killed while it built the index
+            load = replace(load, index_seconds=scale_corpus.build_hnsw_index())
+        corpus = scale_corpus.diluted_corpus_shape(
             tenant_id=tenant.id, rows=rows, subjects=subjects, load=load, model_id=MODEL_ID
         )
-        return tenant, shape, False
-    tenant = tenant_create(
-        name=f"Served benchmark ({rows} memories, {subjects} subjects, {articles} articles)",
-        slug=slug,
-        rate_limit_per_minute=BENCH_RATE_LIMIT,
-    )
-    tenant = point_at_embedder(tenant, embedder_url)
-    corpus = scale_corpus.build_diluted_corpus(
-        tenant_id=tenant.id, rows=rows, subjects=subjects, seed=seed, model_id=MODEL_ID
-    )
-    build_articles(tenant, corpus, articles, seed)  # tagged with the tenant's model: the loopback one
-    return tenant, corpus, True
+    if found_articles < articles:
+        build_articles(tenant, corpus, articles, seed)  # tagged with the tenant's model: the loopback one
+    return tenant, corpus, not whole
 
 
 # --- Probes --------------------------------------------------------------------------------------------------

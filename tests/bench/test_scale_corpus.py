@@ -65,7 +65,7 @@ def test_a_tenant_holding_rows_of_another_corpus_is_refused(tenant):
 def test_the_index_build_memory_holds_the_graph_within_a_floor_and_half_the_machine():
     assert scale_corpus.index_build_memory(1_000, 384) == scale_corpus.INDEX_BUILD_MEMORY_FLOOR
     two_million = scale_corpus.index_build_memory(2_000_000, 384)
-    assert two_million == min(int(2_000_000 * 384 * 4 * 1.2), scale_corpus.index_build_memory(10**12, 384))
+    assert two_million == min(2_000_000 * (384 * 2 + 400), scale_corpus.index_build_memory(10**12, 384))
     assert scale_corpus.index_build_memory(10**12, 384) > scale_corpus.INDEX_BUILD_MEMORY_FLOOR
 
 

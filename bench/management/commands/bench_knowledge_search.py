@@ -9,6 +9,7 @@ from argparse import ArgumentParser
 from typing import Any
 
 import numpy as np
+from django.core.management.base import CommandError
 from django.db import connection
 from django.test import Client, override_settings
 
@@ -135,16 +136,25 @@ def _unit(matrix: Any) -> Any:
     return matrix / np.linalg.norm(matrix, axis=-1, keepdims=True)
 
 
-def corpus(tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebuild: bool) -> float:
+def corpus(
+    tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebuild: bool, present: int | None = None
+) -> float:
     """The tenant's articles: reused when the size matches, else regenerated. Returns the build time (s).
+
+    With `present`, the first `present` of them are already stored (a killed build committed them, batch by batch):
+    they are generated again, so the random sequence stays the same, and only the rest are inserted.
 
     Vectors are tagged with the tenant's model id so the HTTP path, which embeds its query with the tenant's
     (hashing) provider, reads them too: its ranking is then meaningless, its cost is not.
     """
-    existing = Article.objects.filter(tenant=tenant)
-    if not rebuild and existing.count() == size:
-        return 0.0
-    existing.delete()
+    if present is None:
+        existing = Article.objects.filter(tenant=tenant)
+        if not rebuild and existing.count() == size:
+            return 0.0
+        existing.delete()
+        present = 0
+    elif present % BATCH and present != size:
+        raise CommandError(f"{present} articles are not whole batches of {BATCH}: not a killed build of this corpus")
     started = time.perf_counter()
     model_id = embedders.spec_for(tenant).model_id
     # Background words ~ 1/rank, as in prose: a few are everywhere, most are rare.
@@ -175,7 +185,8 @@ def corpus(tenant: Tenant, size: int, rng: random.Random, space: Space, *, rebui
                         embedding_content_hash=embedders.content_hash(f"{title}\n\n{body}"),
                     )
                 )
-            Article.objects.bulk_create(rows)
+            if start >= present:
+                Article.objects.bulk_create(rows)  # one statement: a batch is committed whole or not at all
             bar.update(len(rows))
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE articles")  # the steady state autovacuum keeps in production

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import gc
 import importlib
+import itertools
 import os
 import platform
 import random
@@ -146,19 +147,31 @@ def _aligned_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, seed: 
 
 
 def build_articles(tenant: Tenant, corpus: scale_corpus.DilutedCorpus, total: int, seed: int) -> ArticleCorpus:
-    """The knowledge benchmark's topical corpus for the rest of `total`, then the articles near the queries."""
+    """The knowledge benchmark's topical corpus for the rest of `total`, then the articles near the queries; a build
+    that was killed continues after the batches it committed."""
     aligned = aligned_article_count(len(corpus.subjects), corpus.group_size)
     background = total - aligned
     if background < 0:
         raise CommandError(f"--articles must be at least {aligned} for {len(corpus.subjects)} subjects")
     started = time.perf_counter()
-    bench_knowledge_search.corpus(
-        tenant, background, random.Random(seed), bench_knowledge_search.Space(seed=seed), rebuild=False
-    )
-    rows = _aligned_articles(tenant, corpus, seed)
+    stored = Article.objects.filter(tenant=tenant).exclude(metadata__has_key="graduated_from_memory_id")
+    aligned_present = stored.filter(owner_subject_id=ARTICLE_AUTHOR).count()
+    background_present = stored.exclude(owner_subject_id=ARTICLE_AUTHOR).count()
+    if background_present < background:
+        bench_knowledge_search.corpus(
+            tenant,
+            background,
+            random.Random(seed),
+            bench_knowledge_search.Space(seed=seed),
+            rebuild=False,
+            present=background_present,
+        )
+    # Generated from the start, so the random sequence is the whole build's; the stored ones are skipped.
+    rows = itertools.islice(_aligned_articles(tenant, corpus, seed), aligned_present, None)
     with progress_bar(total=aligned, desc="articles near the queries") as bar:
+        bar.update(aligned_present)
         while batch := [row for _, row in zip(range(BATCH), rows, strict=False)]:
-            Article.objects.bulk_create(batch)
+            Article.objects.bulk_create(batch)  # one statement: a batch is committed whole or not at all
             bar.update(len(batch))
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE articles")

@@ -116,7 +116,10 @@ def prepare_corpus(
     """Build the diluted corpus under a new tenant, continue a build that was killed, or describe the one already
     there (--reuse)."""
     existing = Tenant.objects.filter(slug=slug).first()
-    partial = existing is not None and scale_corpus.loaded_rows(existing.id) < rows
+    # A build killed while it loaded rows, or while it built the index (the load drops it first), continues.
+    partial = existing is not None and (
+        scale_corpus.loaded_rows(existing.id) < rows or not scale_corpus.has_hnsw_index(dimensions)
+    )
     if existing is not None and not reuse and not partial:
         raise CommandError(f"tenant {slug} exists: pass --reuse to measure its corpus again, or another --tenant-slug")
     if existing is not None and not partial:

@@ -13,6 +13,7 @@ from django.db import connection
 
 from bench import scale_corpus, served
 from bench.management.commands import bench_merged_recall
+from bench.management.commands.seed_scale import corpus_progress
 from loopmem.management.operator import OperatorCommand
 from loopmem.tenancy.services import IssuedKey
 
@@ -55,16 +56,19 @@ class Command(OperatorCommand):
         rows, subjects, articles = options["rows"], options["subjects"], options["articles"]
         slug = options["tenant_slug"] or f"bench-served-{rows}-{subjects}-{articles}"
         load_start = served.load_average()
-        tenant, corpus, built = served.prepare(
-            slug=slug,
-            rows=rows,
-            subjects=subjects,
-            articles=articles,
-            reuse=options["reuse"],
-            seed=options["seed"],
-            embedder_url=options["embedder_url"],
-            build_articles=bench_merged_recall.build_articles,
-        )
+        with corpus_progress(rows) as progress:
+            tenant, corpus, built = served.prepare(
+                slug=slug,
+                rows=rows,
+                subjects=subjects,
+                articles=articles,
+                reuse=options["reuse"],
+                seed=options["seed"],
+                embedder_url=options["embedder_url"],
+                build_articles=bench_merged_recall.build_articles,
+                progress=progress.rows,
+                phase=progress.phase,
+            )
         plan = served.Plan(
             base_url=options["base_url"].rstrip("/"),
             compare_url=options["compare_url"].rstrip("/") if options["compare_url"] else None,
