@@ -17,8 +17,12 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
    restates the payload);
 4. a candidate is quarantined when its own text scores `THRESHOLD`, when it came from a tainted turn (the
    extractive compiler knows the turn; an LLM's candidate is traced to the turn its words came from), or when
-   it carries an address, id or code that a tainted turn holds and the user never gave in a clean turn (an LLM's
-   paraphrase of the payload, an assistant's summary of it).
+   it carries an address, id or code that a tainted turn, a tool or system turn or a pasted document holds and
+   the user never gave in their own words (an LLM's paraphrase of the payload, an assistant's summary of it);
+5. a candidate that is not the speaker's own sentence (an LLM's, or an assistant's) is quarantined when most of
+   its words are found only in another voice: a tool or system turn, or a document the user pasted
+   (`another_voice`). Promotion keeps what the user established, as the extractive compiler reads it; what a
+   tool or a pasted page said is not that, however plainly it is worded and whatever the assistant answered.
 
 What it promises: a rule aimed at the memory system, or one that relaxes a control, never reaches memory through
 promotion, whichever compiler read the session. A user who means such a rule stores it explicitly
@@ -39,6 +43,8 @@ UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks wi
 REFUSED = 1.0  # the assistant refused or ignored it: the conversation itself says it is not a fact
 TRACE_SHARE = 0.5  # an LLM candidate comes from a turn when half its content words are that turn's
 OWN_SHARE = 0.8  # ... and from the speaker's own words before a payload when nearly all of them are
+FOREIGN_SHARE = 0.5  # a candidate is another voice's when half the words it shares with the session are only theirs
+MIN_KNOWN_WORDS = 2  # ... and it shares at least this many (one shared word says nothing about where it came from)
 SPEAKERS = frozenset({"user", "fact"})
 
 
@@ -71,7 +77,11 @@ _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
     # Whole tokens only (see guard_text.ADDRESS): an address, a link, a domain, an id with a digit, a number code.
     r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|(?:https?|s3|gs)://\S+|(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b"
-    r"|(?<![\w.-])[a-z]+[-#]?\d[\w-]*\b|(?<![\w.-])\d{2,}[-/ ]\d{3,}\b"
+    r"|(?<![\w.-])[a-z]+[-#]?\d[\w-]*\b"
+    # A hyphenated code with a digit (cab-exento-5), a snake_case name (skip_premig_dump), a number in groups taken
+    # whole (a phone number, an IBAN: two numbers sharing a prefix are two identifiers).
+    r"|(?<![\w.-])(?=[\w-]*\d)[a-z0-9]+(?:-[a-z0-9]+)+\b|(?<![\w.-])[a-z0-9]+(?:_[a-z0-9]+)+\b"
+    r"|(?<![\w.-])\d{2,}[-/ ]\d{3,}(?:[-/ ]\d{2,})*\b"
 )
 
 
@@ -104,18 +114,37 @@ class SessionGuard:
     # Each turn's content words and identifiers, read once: every candidate is checked against them.
     turn_words: list[set[str]] = field(default_factory=list)
     turn_identifiers: list[set[str]] = field(default_factory=list)
+    # Words and identifiers in the speakers' own voice, and those found only in another voice (a tool or system
+    # turn, a pasted document): where a candidate's content came from.
+    voice_words: set[str] = field(default_factory=set)
+    foreign_words: set[str] = field(default_factory=set)
+    voice_identifiers: set[str] = field(default_factory=set)
+    foreign_identifiers: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
         own = text_rule(text)
         if own is not None:
             return own
+        if self._carries_payload_identifier(text):
+            return "payload_identifier"
+        speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
+        if not speakers_own and self._in_another_voice(text):
+            return "another_voice"
         if not self.tainted:
             return None
         turn = source_turn if source_turn is not None else self._traced_turn(text)
         if turn is not None and turn in self.tainted and not self._said_before_the_payload(text, turn):
             return self.tainted[turn]
-        return "payload_identifier" if self._carries_payload_identifier(text) else None
+        return None
+
+    def _in_another_voice(self, text: str) -> bool:
+        """Half or more of the words the candidate shares with the session are found only in a tool or system turn
+        or a pasted document (words found nowhere, an LLM's own, count for neither side)."""
+        words = _content_words(text)
+        foreign = words & self.foreign_words
+        known = foreign | (words & self.voice_words)
+        return len(known) >= MIN_KNOWN_WORDS and len(foreign) / len(known) >= FOREIGN_SHARE
 
     def _said_before_the_payload(self, text: str, turn: int) -> bool:
         words = _content_words(text)
@@ -137,18 +166,14 @@ class SessionGuard:
         return -best[3] if best is not None else None
 
     def _carries_payload_identifier(self, text: str) -> bool:
-        """An address, domain, id or code that a tainted turn holds and the user never gave in a clean turn: the
-        payload, however it is worded afterwards and whoever repeats it (an assistant's summary, a `fact` turn,
-        a tool output that named it first)."""
-        said_by_user = set().union(
-            *(
-                found
-                for i, found in enumerate(self.turn_identifiers)
-                if i not in self.tainted and self.turns[i].role == "user"
-            )
-        )
-        tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted))
-        return bool((_identifiers(text) & tainted) - said_by_user)
+        """An address, domain, id or code that a tainted turn, a tool or system turn or a pasted document holds and
+        the user never gave in their own words in a clean turn: the payload, however it is worded afterwards and
+        whoever repeats it (an assistant's summary, a `fact` turn, a tool output that named it first)."""
+        found = _identifiers(text)
+        if not found:
+            return False
+        tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted)) if self.tainted else set()
+        return bool((found & (tainted | self.foreign_identifiers)) - self.voice_identifiers)
 
 
 def text_rule(text: str) -> str | None:
@@ -187,7 +212,28 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]
         guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
+    _read_voices(guard)
     return guard
+
+
+def _read_voices(guard: SessionGuard) -> None:
+    """Sort the session's words and identifiers by voice: a speaker's own (a user or `fact` turn up to its first
+    pasted segment; identifiers only from clean turns), or another's (a tool or system turn, the pasted rest of a
+    speaker's turn). The assistant's words are neither: it restates both."""
+    foreign_words: set[str] = set()
+    foreign_identifiers: set[str] = set()
+    for index, turn in enumerate(guard.turns):
+        if turn.role == "assistant":
+            continue
+        own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
+        other = turn.content[len(own) :]
+        guard.voice_words |= _content_words(own)
+        foreign_words |= _content_words(other)
+        foreign_identifiers |= _identifiers(other)
+        if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
+            guard.voice_identifiers |= _identifiers(own)
+    guard.foreign_words = foreign_words - guard.voice_words
+    guard.foreign_identifiers = foreign_identifiers
 
 
 def speaker_text(content: str) -> str:

@@ -183,7 +183,12 @@ RELAX = _any_of(
     r"automatisch (?:genehmig|freigegeben|akzeptier)\w* | vorab genehmig\w* | sem | pular | desativ\w* | "
     r"dispensad\w* | nao (?:e |sao )?(?:necessari[oa]s?|obrigatori[oa]s?) | aprovad[oa]s? automaticamente | "
     r"pre-?aprovad\w* | senza | saltare | disattiv\w* | non (?:e |sono )?(?:necessari[oa]|obbligatori[oa]) | "
-    r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w*"
+    r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w* | "
+    # A requirement said to be gone, verb first: "non richiedono più", "ya no necesitan", "n'ont plus besoin".
+    r"non (?:richied\w*|serv\w*|occorr\w*) | (?:ya )?no (?:necesit\w*|requier\w*|hace falta) | "
+    r"n'?(?:a|ont|avons|avez) plus besoin | ne (?:necessit|requier|demand|exig)\w* plus | "
+    r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
+    r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*)"
 )
 MONEY = _any_of(
     r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "
