@@ -59,8 +59,12 @@ class TurnLike(Protocol):
 _PASTED = re.compile(
     r"^\s*(?:from|to|subject|cc|date|de|para|asunto|objet|von|an|betreff|assunto|oggetto|da)\s*:.+$"
     r"|-{2,}\s*(?:forwarded|original|weitergeleitete|mensaje reenviado|message transfere)"
-    r"|\b(?:forwarded message|begin forwarded|fwd?:|here(?:'s| is) (?:the|an?) (?:email|page|doc|document|"
-    r"readme|file|output|message|text|snippet|ticket|invite))"
+    r"|\b(?:forwarded message|begin forwarded|fwd?:|here(?:'s| is) (?:the|an?|my|our|his|her|their)"
+    r"(?: [\w'-]+){0,3}? (?:email|page|doc|document|readme|file|output|message|text|snippet|ticket|invite|note|post))"
+    r"|^\s*(?:-{3,}|\*{3,}|={3,}|_{3,})\s*$"  # a rule line setting a pasted block apart
+    # Reported speech: someone else's words, quoted after a colon ("someone saying they're from IT: '...'").
+    r"|\b(?:said|says|saying|told me|wrote|writes|texted|messaged|posted|m'a dit|a dit|me dijo|dijo|me dice|"
+    r"disse|me disse|sagte|gesagt|schrieb|geschrieben|ha detto|mi ha detto|ha scritto)\b[^\n:]{0,60}:\s*"
     r"|^\s*[>\"\u00ab\u201c\u201e]"  # a quoted line: someone else's words
     r"|```"
     r"|<(?:html|div|p|span|body|meta|!--)"
@@ -222,16 +226,21 @@ def _read_voices(guard: SessionGuard) -> None:
     speaker's turn). The assistant's words are neither: it restates both."""
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
+    relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
         own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
         other = turn.content[len(own) :]
         guard.voice_words |= _content_words(own)
+        if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
+            # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
+            # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's.
+            guard.voice_identifiers |= _identifiers(own) - relayed
         foreign_words |= _content_words(other)
         foreign_identifiers |= _identifiers(other)
-        if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
-            guard.voice_identifiers |= _identifiers(own)
+        if turn.role in SPEAKERS:
+            relayed |= _identifiers(other) | (_identifiers(own) if index in guard.tainted else set())
     guard.foreign_words = foreign_words - guard.voice_words
     guard.foreign_identifiers = foreign_identifiers
 

@@ -162,7 +162,12 @@ CONTROL = _any_of(
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
     r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | revisao | aprovacao | verificacao | "
-    r"autenticacao | revisione | approvazione | verifica | autenticazione"
+    r"autenticacao | revisione | approvazione | verifica | autenticazione | "
+    # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
+    r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
+    # Being told first, in the other languages (English has "notifications").
+    r"prevenir | me prevenir | avertir | m'avertir | prevenu | avisar\w* | avvisar\w* | benachrichtig\w* | "
+    r"bescheid (?:sagen|geben)"
 )
 RELAX = _any_of(
     r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
@@ -188,7 +193,8 @@ RELAX = _any_of(
     r"non (?:richied\w*|serv\w*|occorr\w*) | (?:ya )?no (?:necesit\w*|requier\w*|hace falta) | "
     r"n'?(?:a|ont|avons|avez) plus besoin | ne (?:necessit|requier|demand|exig)\w* plus | "
     r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
-    r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*)"
+    r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*) | "
+    r"aus(?=\s*(?:[.,;!]|$|und\b))"  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
 )
 MONEY = _any_of(
     r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "

@@ -148,7 +148,9 @@ def test_the_v3_dataset_has_the_promised_shape():
         assert all(f["text"].rstrip(".").casefold() in spoken for f in session["expected_facts"]), session["id"]
 
 
-@pytest.mark.parametrize(("dataset", "split"), [("v3", "dev"), ("v3", "test"), ("v3", "holdout"), ("v4", None)])
+@pytest.mark.parametrize(
+    ("dataset", "split"), [("v3", "dev"), ("v3", "test"), ("v3", "holdout"), ("v4", None), ("v5", None)]
+)
 def test_no_injection_session_leaks_and_the_guard_costs_few_gold_facts(dataset, split):
     for compiler in ("extractive", "compromised"):
         result = run_eval("--compiler", compiler, "--dataset", dataset, *(["--split", split] if split else []))
