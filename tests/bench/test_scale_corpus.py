@@ -7,6 +7,7 @@ import pytest
 
 from bench import scale_corpus
 from memory.models import Memory
+from tests.bench.kills import Killed, kill_the_load_inside_its_second_chunk
 
 pytestmark = pytest.mark.django_db(
     transaction=True, databases=["default", "heavy_read"], available_apps=["loopmem", "projects", "memory"]
@@ -14,10 +15,6 @@ pytestmark = pytest.mark.django_db(
 
 ROWS = 2 * scale_corpus.CHUNK_ROWS + 500  # two whole chunks and a short one
 SUBJECTS = 9
-
-
-class Killed(Exception):
-    """What the test raises where a real build would have been killed."""
 
 
 def vectors_by_logical_row(tenant_id) -> dict[int, tuple[float, ...]]:
@@ -30,20 +27,10 @@ def test_a_killed_build_continues_from_its_committed_chunks_to_the_rows_of_a_who
     monkeypatch, tenant, other_tenant
 ):
     killed, whole = tenant, other_tenant
-    written = 0
-    row = scale_corpus._row
-
-    def killed_inside_the_second_chunk(*args: object) -> tuple[object, ...]:
-        nonlocal written
-        written += 1
-        if written > scale_corpus.CHUNK_ROWS + 10:
-            raise Killed
-        return row(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(scale_corpus, "_row", killed_inside_the_second_chunk)
-    with pytest.raises(Killed):
-        scale_corpus.build_diluted_corpus(tenant_id=killed.id, rows=ROWS, subjects=SUBJECTS)
-    monkeypatch.setattr(scale_corpus, "_row", row)
+    with monkeypatch.context() as patched:
+        kill_the_load_inside_its_second_chunk(patched)
+        with pytest.raises(Killed):
+            scale_corpus.build_diluted_corpus(tenant_id=killed.id, rows=ROWS, subjects=SUBJECTS)
     # The first chunk was committed; the second was being written when the build died, and left nothing.
     assert scale_corpus.loaded_rows(killed.id) == scale_corpus.CHUNK_ROWS
 

@@ -10,6 +10,7 @@ from django.db.models.query import QuerySet
 from bench import scale_corpus, served
 from bench.management.commands import bench_merged_recall
 from knowledge.models import Article
+from tests.bench.kills import Killed, kill_the_load_inside_its_second_chunk
 
 pytestmark = pytest.mark.django_db(
     transaction=True, databases=["default", "heavy_read"], available_apps=["loopmem", "projects", "memory", "knowledge"]
@@ -18,10 +19,6 @@ pytestmark = pytest.mark.django_db(
 ROWS = 2 * scale_corpus.CHUNK_ROWS + 500
 SUBJECTS = 9
 ARTICLES = 1_305  # 105 near the queries (4 hubs of 2 subjects at 500 rows each) and 1,200 in the background
-
-
-class Killed(Exception):
-    """What the test raises where a real build would have been killed."""
 
 
 def prepare(slug: str, *, reuse: bool = False) -> bool:
@@ -44,20 +41,10 @@ def articles_of(slug: str) -> list[tuple[str, str, str]]:
 
 
 def test_a_served_build_killed_at_each_stage_continues_to_the_corpus_of_a_whole_build(monkeypatch):
-    row = scale_corpus._row
-    written = 0
-
-    def killed_inside_the_second_chunk(*args: object) -> tuple[object, ...]:
-        nonlocal written
-        written += 1
-        if written > scale_corpus.CHUNK_ROWS + 10:
-            raise Killed
-        return row(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(scale_corpus, "_row", killed_inside_the_second_chunk)
-    with pytest.raises(Killed):
-        prepare("served-resumed")
-    monkeypatch.setattr(scale_corpus, "_row", row)
+    with monkeypatch.context() as patched:
+        kill_the_load_inside_its_second_chunk(patched)
+        with pytest.raises(Killed):
+            prepare("served-resumed")
 
     # Run again, killed while the index is built: every memory is in, the index is not.
     build_index = scale_corpus.build_hnsw_index
