@@ -136,12 +136,17 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
             ),
         ]
         indexes = [
-            # A subject's rows; superseded_by rides along so the quota's live count is an index-only scan
-            # (3.2 → 0.4 ms at 2,859 rows, no heap page read) instead of one heap visit per row.
-            models.Index(fields=["tenant", "subject_id"], include=["superseded_by"], name="memories_subject_cover_idx"),
+            # A subject's rows. superseded_by is a key column, not an INCLUDE: the quota's live count is an
+            # index-only scan (3.2 → 0.4 ms at 2,859 rows, no heap page read), and btree deduplication (which
+            # INCLUDE turns off) stores a subject's live rows as one key and a list of row pointers: 8 B a row
+            # instead of 82 (docs/performance.md, "Bytes per memory").
+            models.Index(fields=["tenant", "subject_id", "superseded_by"], name="memories_subject_cover_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
-            # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else.
-            *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True)),
+            # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else. They
+            # serve only a subject above LOOPMEM_RECALL_EXACT_MAX_ROWS (below it the read is exact), so they take the
+            # smaller graph (forced-HNSW recall@10 0.987-0.989 against 0.991 at m 16: docs/performance.md, "Bytes per
+            # memory"). Articles, searched through theirs, keep the default.
+            *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True), m=vector_index.COMPACT_HNSW_M),
             models.Index(
                 fields=["tenant", "recall_count"],
                 name="memories_graduation_idx",
