@@ -138,7 +138,7 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
         indexes = [
             # A subject's rows. superseded_by is a key column, not an INCLUDE: the quota's live count is an
             # index-only scan (3.2 → 0.4 ms at 2,859 rows, no heap page read), and btree deduplication (which
-            # INCLUDE turns off) stores a subject's live rows as one key and a list of row pointers: 8 B a row
+            # INCLUDE turns off) stores a subject's live rows as one key and a list of row pointers: 11 B a row
             # instead of 82 (docs/performance.md, "Bytes per memory").
             models.Index(fields=["tenant", "subject_id", "superseded_by"], name="memories_subject_cover_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
