@@ -347,7 +347,7 @@ def index_build_memory(rows: int, dimensions: int) -> int:
     """Bytes of maintenance_work_mem for an HNSW build over `rows` vectors: the graph, within the floor and the cap.
 
     An element is its `halfvec` (2 bytes a component) and about 400 B of heap pointers, neighbour list and page slack
-    (1,047 B an element measured at 384 dimensions and m 12, 1,170 at m 16: docs/performance.md, "Bytes per memory")."""
+    (1,170 B an element measured at 384 dimensions: docs/performance.md, "Bytes per memory")."""
     graph = rows * (dimensions * 2 + 400)
     cap = int(psutil.virtual_memory().total * INDEX_BUILD_MEMORY_SHARE_OF_MACHINE)
     return max(INDEX_BUILD_MEMORY_FLOOR, min(graph, cap))

@@ -142,11 +142,8 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
             # instead of 82 (docs/performance.md, "Bytes per memory").
             models.Index(fields=["tenant", "subject_id", "superseded_by"], name="memories_subject_cover_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
-            # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else. They
-            # serve only a subject above LOOPMEM_RECALL_EXACT_MAX_ROWS (below it the read is exact), so they take the
-            # smaller graph (forced-HNSW recall@10 0.987-0.991 against 0.991 at m 16: docs/performance.md, "Bytes per
-            # memory"). Articles, searched through theirs, keep the default.
-            *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True), m=vector_index.COMPACT_HNSW_M),
+            # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else.
+            *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True)),
             models.Index(
                 fields=["tenant", "recall_count"],
                 name="memories_graduation_idx",

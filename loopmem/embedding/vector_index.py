@@ -12,7 +12,7 @@ index only when the query's WHERE implies its predicate. A model of another size
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from django.contrib.postgres.indexes import OpClass
 from django.db import models
@@ -25,12 +25,6 @@ from pgvector.django import CosineDistance, HalfVectorField, HnswIndex
 # text-embedding-3-small and ada-002 (1536), text-embedding-3-large (3072).
 INDEXED_DIMENSIONS: tuple[int, ...] = (384, 768, 1024, 1536, 3072)
 COLUMN = "embedding"
-# pgvector's default: 16 neighbours a layer, 32 at the base.
-DEFAULT_HNSW_M = 16
-# At 384 dimensions a graph element (its 776 B `halfvec` and ten heap pointers) and its neighbour list come to about
-# 1,060 B at m 16, seven to an 8 KB page; at m 12 they fit eight, an index an eighth smaller. From 768 dimensions
-# on, m 12 fits no more to a page than m 16 does.
-COMPACT_HNSW_M: dict[int, int] = {384: 12}
 
 
 def vector_dims(column: str = COLUMN) -> Func:
@@ -63,16 +57,15 @@ def exact_distance(vector: Sequence[float], column: str = COLUMN) -> CosineDista
     return CosineDistance(column, list(vector))
 
 
-def hnsw_indexes(table: str, condition: Q, *, m: Mapping[int, int] | None = None) -> list[HnswIndex]:
-    """One partial HNSW index per supported size over `condition`'s rows: `<table>_hnsw_<N>_idx`, built with
-    `m[size]` where given (else pgvector's default)."""
+def hnsw_indexes(table: str, condition: Q) -> list[HnswIndex]:
+    """One partial HNSW index per supported size over `condition`'s rows: `<table>_hnsw_<N>_idx`."""
     indexes = []
     for dimensions in INDEXED_DIMENSIONS:
         indexes.append(
             HnswIndex(
                 OpClass(indexed_expression(dimensions), name="halfvec_cosine_ops"),
                 name=f"{table}_hnsw_{dimensions}_idx",
-                m=(m or {}).get(dimensions, DEFAULT_HNSW_M),
+                m=16,
                 ef_construction=64,
                 condition=condition & same_dimensions(dimensions),
             )
