@@ -108,7 +108,7 @@ def read_pool(
     `asked`: the days the query names; the time lane then brings its best `pool` too, and every candidate carries
     its closeness to them.
     """
-    size = subject_size(session, scope)
+    size = subject_size(session, scope, include_superseded=include_superseded)
     if size <= SMALL_SET:
         whole = _read_whole(session, candidates, terms, embedding, pool, asked)
         if whole is not None:

@@ -75,15 +75,16 @@ class ScopedSession(_HeavySession):
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return list(queryset.using(HEAVY_READ_ALIAS))
 
-    def count_all(self, model: type[models.Model]) -> int:
-        """How many rows of `model` the scope holds, every row (the subject's size): static SQL, no ORM.
+    def count_all(self, model: type[models.Model], *, live_only: bool = False) -> int:
+        """How many rows of `model` the scope holds (the subject's size): static SQL, no ORM. `live_only`: only the rows
+        nothing supersedes (`superseded_by` NULL), the rows a default read scans.
 
         The ORM compiled the same two-column count on every call, and compiling cost more than running it (~0.8 against
         ~0.3 ms on a 100-row subject, 200k-row table); every recall of a subject new to the process paid it. Its WHERE
         is the scope itself, bound from this session's own tenant and subject: scoped by construction.
         """
         with connections[HEAVY_READ_ALIAS].cursor() as cursor:
-            cursor.execute(_count_all_sql(model), [self._tenant_id, self._subject_id])
+            cursor.execute(_count_all_sql(model, live_only), [self._tenant_id, self._subject_id])
             (count,) = cursor.fetchone()
         return int(count)
 
@@ -107,12 +108,13 @@ class ScopedSession(_HeavySession):
 
 
 @functools.cache
-def _count_all_sql(model: type[models.Model]) -> str:
+def _count_all_sql(model: type[models.Model], live_only: bool) -> str:
     quote = connections[HEAVY_READ_ALIAS].ops.quote_name
     columns = {field.name: field.column for field in model._meta.concrete_fields}
     table = quote(model._meta.db_table)
     tenant, subject = (f"{table}.{quote(str(columns[name]))}" for name in ("tenant", "subject_id"))
-    return f"SELECT count(*) FROM {table} WHERE {tenant} = %s AND {subject} = %s"
+    live = f" AND {table}.{quote(str(columns['superseded_by']))} IS NULL" if live_only else ""
+    return f"SELECT count(*) FROM {table} WHERE {tenant} = %s AND {subject} = %s{live}"
 
 
 @contextlib.contextmanager

@@ -117,7 +117,7 @@ def test_options_hold_for_every_read_after_them_until_the_session_ends(tenant: A
     assert _setting("hnsw.ef_search") == default_ef_search
 
 
-def test_the_subject_size_counts_every_version_in_the_scope_and_nothing_outside_it(
+def test_the_subject_size_counts_its_live_rows_or_every_version_and_nothing_outside_the_scope(
     tenant: Any, other_tenant: Any, make_key: Any, client_for: Any, agent: Any
 ) -> None:
     old, new = remember(agent, "the deploy window is Tuesday"), remember(agent, "the deploy window is Thursday")
@@ -126,7 +126,8 @@ def test_the_subject_size_counts_every_version_in_the_scope_and_nothing_outside_
     remember(client_for(make_key("agent", other_tenant, agent_id="agent-a")), "another tenant's agent-a")
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
-        assert session.count_all(Memory) == 2  # the superseded version counts: it is a row the exact read may scan
+        assert session.count_all(Memory) == 2  # every version: the rows a read including superseded ones scans
+        assert session.count_all(Memory, live_only=True) == 1  # the rows a default read scans
     assert Memory.objects.for_scope(scope).count() == 2
     assert Memory.objects.count() == 4
 

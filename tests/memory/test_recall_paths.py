@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from loopmem.database import router
 from loopmem.embedding import embedders
-from loopmem.reads import scoped
+from loopmem.reads import scoped, size_cache
 from loopmem.reads.hnsw_options import ITERATIVE_SCAN_UNAVAILABLE_REASON
 from loopmem.tenancy.scope import Scope
 from memory import selectors
@@ -40,6 +40,24 @@ def test_a_large_subject_reads_through_hnsw_with_iterative_scan(agent, twenty):
         exact = recall(agent, "topic 1", limit=5)
     assert exact["meta"]["recall_path"] == "exact"
     assert _ids(body) == _ids(exact)
+
+
+@override_settings(RECALL_EXACT_MAX_ROWS=5)
+def test_a_subject_within_the_bound_reads_exactly_however_many_versions_it_keeps(agent, tenant):
+    for n in range(5):
+        remember(agent, f"fact {n} about topic {n % 4}")
+    embed_pending()
+    newest = Memory.objects.filter(tenant=tenant, subject_id="agent-a").order_by("-inserted_at").first()
+    # Fifteen superseded versions: twenty rows in all, four times the bound, but a default read scans the five live.
+    Memory.objects.bulk_create(
+        [Memory(tenant=tenant, subject_id="agent-a", text=f"old version {n}", superseded_by=newest) for n in range(15)]
+    )
+    assert recall(agent, "topic 1", limit=5)["meta"]["recall_path"] == "exact"
+    # One more live row passes the bound: the graph reads it.
+    remember(agent, "fact 5 about topic 1")
+    embed_pending()
+    size_cache.clear_all()
+    assert recall(agent, "topic 1", limit=5)["meta"]["recall_path"] == "ann"
 
 
 @override_settings(RECALL_EXACT_MAX_ROWS=5, HNSW_EF_SEARCH=10, HNSW_MAX_SCAN_TUPLES=50)
