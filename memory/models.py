@@ -84,7 +84,9 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
     # tempts the planner into scanning a whole tenant for one subject's rows.
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     # SET NULL: deleting a project turns its memories global; it does not delete them.
-    project = models.ForeignKey(Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    project = models.ForeignKey(
+        Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
     subject_id = models.CharField(max_length=200)
     text = models.TextField()
     confidence = models.FloatField(default=1.0)
@@ -96,10 +98,14 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
     last_recalled_at = models.DateTimeField(null=True, blank=True)
     graduated_at = models.DateTimeField(null=True, blank=True)
     # SET NULL: forgetting a superseder makes what it superseded live again.
-    superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
     # Import idempotency: the chain key (text hash + predecessors' keys) of a row written by import; NULL otherwise.
     import_key = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (NULL: not imported)
     # Kept by the database at INSERT: the keyword lane finds a row the moment it is written, before any embedding.
+    # Not indexed: the lane matches every candidate of the subject against each term (memory.keyword_lane), so no read
+    # ever searched a GIN index here, and one cost 71 B a row and a pending-list merge on writes.
     search_vector = models.GeneratedField(
         expression=SearchVector("text", config=KEYWORD_CONFIG),
         output_field=SearchVectorField(),
@@ -142,6 +148,12 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
             # instead of 82 (docs/performance.md, "Bytes per memory").
             models.Index(fields=["tenant", "subject_id", "superseded_by"], name="memories_subject_cover_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
+            # The foreign keys' lookups (`= id`: a project's or a memory's deletion, a version's predecessor) never
+            # ask for NULL, which most rows hold: an index of every row spent 8 B a row on NULL entries.
+            models.Index(fields=["project"], name="memories_project_idx", condition=Q(project__isnull=False)),
+            models.Index(
+                fields=["superseded_by"], name="memories_superseded_by_idx", condition=Q(superseded_by__isnull=False)
+            ),
             # Default recall reads only live rows: the HNSW indexes (one per vector size) hold nothing else.
             *vector_index.hnsw_indexes("memories", Q(superseded_by__isnull=True)),
             models.Index(
@@ -158,9 +170,6 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
             GinIndex(
                 fields=["metadata"], name="memories_metadata_gin_idx", opclasses=["jsonb_path_ops"], fastupdate=False
             ),
-            # The keyword lane. fastupdate (the default) queues new entries in a pending list that every search
-            # also reads, so a write is found at once and pays no immediate index merge.
-            GinIndex(fields=["search_vector"], name="memories_search_vector_idx"),
         ]
 
     def __str__(self) -> str:
