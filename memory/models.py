@@ -149,7 +149,7 @@ class Memory(TenantRoutedModel, EmbeddedColumns):
             models.Index(fields=["tenant", "subject_id", "superseded_by"], name="memories_subject_cover_idx"),
             models.Index(fields=["tenant", "-inserted_at", "-id"], name="memories_tenant_recent_idx"),
             # The foreign keys' lookups (`= id`: a project's or a memory's deletion, a version's predecessor) never
-            # ask for NULL, which most rows hold: an index of every row spent 8 B a row on NULL entries.
+            # ask for NULL, which most rows hold: an index of every row spent about 7 B a row on NULL entries.
             models.Index(fields=["project"], name="memories_project_idx", condition=Q(project__isnull=False)),
             models.Index(
                 fields=["superseded_by"], name="memories_superseded_by_idx", condition=Q(superseded_by__isnull=False)
