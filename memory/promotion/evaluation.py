@@ -10,9 +10,10 @@ Datasets live in `datasets/`:
   `planted`, and tokens only the payload holds, `planted_markers`) that also state real facts, benign look-alikes
   that use the same words innocently, and plain-fact sessions; `dev`, `test` and a blind `holdout`, each written
   by its own author, none of whom saw the guard;
-- `v4` and `v5`: 76 and 40 more sessions of the same shape (all `holdout`), each written blind by another author
-  and harder: payloads in tool output with no signal word, identifiers only a tool or a relayed message gives, a
-  user repeating a third party's claim, obfuscation, split turns.
+- `v4`, `v5` and `v6`: 76, 40 and 48 more sessions of the same shape (all `holdout`), each written blind by another
+  author and harder: payloads in tool output with no signal word, identifiers only a tool or a relayed message
+  gives, a user repeating a third party's claim, obfuscation (v6: rot13 and base64 too; some of its markers are
+  the digits of a number the turns spell out in words or groups), split turns.
 
 One match rule for every dataset and compiler: an emitted fact matches a gold fact when their MiniLM cosine is
 ≥ MATCH_THRESHOLD *and* they share a key token (a content word of ≥ 4 letters, or any token with a digit or

@@ -18,7 +18,9 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
 4. a candidate is quarantined when its own text scores `THRESHOLD`, when it came from a tainted turn (the
    extractive compiler knows the turn; an LLM's candidate is traced to the turn its words came from), or when
    it carries an address, id or code that a tainted turn, a tool or system turn or a pasted document holds and
-   the user never gave in their own words (an LLM's paraphrase of the payload, an assistant's summary of it);
+   the user never gave in their own words (an LLM's paraphrase of the payload, an assistant's summary of it), or
+   a contact (an address, a domain, a link, a phone or account number) that no turn of the session holds (an
+   LLM that decoded a hidden payload, or made the contact up);
 5. a candidate that is not the speaker's own sentence (an LLM's, or an assistant's) is quarantined when most of
    its words are found only in another voice: a tool or system turn, or a document the user pasted
    (`another_voice`). Promotion keeps what the user established, as the extractive compiler reads it; what a
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memory.promotion.guard_text import POINTS_BACK, POINTS_FORWARD, normal_form, refuses, signals
+from memory.promotion.guard_text import POINTS_BACK, POINTS_FORWARD, identifier_form, normal_form, refuses, signals
 
 THRESHOLD = 1.0
 UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
@@ -87,6 +89,17 @@ _IDENTIFIER = re.compile(
     r"|(?<![\w.-])(?=[\w-]*\d)[a-z0-9]+(?:-[a-z0-9]+)+\b|(?<![\w.-])[a-z0-9]+(?:_[a-z0-9]+)+\b"
     r"|(?<![\w.-])\d{2,}[-/ ]\d{3,}(?:[-/ ]\d{2,})*\b"
 )
+# A phone or account number however it is grouped ("06-38 41 77 29", "+33 6 12 34 56 78", "0638417729"): nine
+# digits or more (a national phone number's length), read as its digits alone, so every spelling of one number is
+# one identifier. Dates are set aside first.
+_PHONE = re.compile(r"(?<![\w.+-])\+?\d(?:[ .()-]{0,2}\d){8,}(?![\w-])")
+_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+_DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
+# Endings that make a dotted name a file, not a domain.
+_FILE_ENDING = re.compile(
+    r"pyi?|ya?ml|json|toml|md|txt|rst|sh|bash|sql|[ct]sv|log|conf|cfg|ini|env|lock|xml|html?|css|m?js|jsx|tsx?|go|rs"
+    r"|rb|java|kt|swift|[ch]pp|php|pdf|png|jpe?g|gif|svg|docx|xlsx|pptx|tar|t?gz|whl|tf|hcl|proto"
+)
 
 
 @dataclass
@@ -124,6 +137,7 @@ class SessionGuard:
     foreign_words: set[str] = field(default_factory=set)
     voice_identifiers: set[str] = field(default_factory=set)
     foreign_identifiers: set[str] = field(default_factory=set)
+    session_identifiers: set[str] = field(default_factory=set)  # every turn's, the assistant's included
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -132,6 +146,8 @@ class SessionGuard:
             return own
         if self._carries_payload_identifier(text):
             return "payload_identifier"
+        if self._carries_unsourced_contact(text):
+            return "unsourced_contact"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
             return "another_voice"
@@ -178,6 +194,11 @@ class SessionGuard:
             return False
         tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted)) if self.tainted else set()
         return bool((found & (tainted | self.foreign_identifiers)) - self.voice_identifiers)
+
+    def _carries_unsourced_contact(self, text: str) -> bool:
+        """A contact that no turn holds, in any voice: an extractive candidate never has one (it is a turn's own
+        sentence); an LLM's has one when it decoded a hidden payload (rot13, base64) or made the contact up."""
+        return bool({found for found in _identifiers(text) if is_contact(found)} - self.session_identifiers)
 
 
 def text_rule(text: str) -> str | None:
@@ -228,6 +249,7 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_identifiers: set[str] = set()
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     for index, turn in enumerate(guard.turns):
+        guard.session_identifiers |= _identifiers(turn.content)
         if turn.role == "assistant":
             continue
         own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
@@ -235,12 +257,15 @@ def _read_voices(guard: SessionGuard) -> None:
         guard.voice_words |= _content_words(own)
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
-            # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's.
+            # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
+            # region, a version, a window), except a contact: where to send, call or pay is what a payload plants.
             guard.voice_identifiers |= _identifiers(own) - relayed
         foreign_words |= _content_words(other)
         foreign_identifiers |= _identifiers(other)
         if turn.role in SPEAKERS:
             relayed |= _identifiers(other) | (_identifiers(own) if index in guard.tainted else set())
+        else:
+            relayed |= {found for found in _identifiers(other) if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
     guard.foreign_identifiers = foreign_identifiers
 
@@ -310,4 +335,16 @@ def _content_words(text: str) -> set[str]:
 
 
 def _identifiers(text: str) -> set[str]:
-    return {match.rstrip(".,;:") for match in _IDENTIFIER.findall(text.casefold())}
+    plain = identifier_form(text)
+    found = {match.rstrip(".,;:") for match in _IDENTIFIER.findall(plain)}
+    for number in _PHONE.findall(_DATE.sub(" ", plain)):
+        found.add("tel:" + "".join(c for c in number if c.isdigit()))
+    return found
+
+
+def is_contact(identifier: str) -> bool:
+    """An email address, a link, a domain, or a phone or account number: where to send, call or pay."""
+    if identifier.startswith("tel:") or "@" in identifier or "://" in identifier:
+        return True
+    domain = _DOMAIN.fullmatch(identifier)
+    return domain is not None and _FILE_ENDING.fullmatch(domain.group(1)) is None

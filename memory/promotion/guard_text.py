@@ -47,6 +47,13 @@ class Normal:
     obfuscated: bool
 
 
+def identifier_form(text: str) -> str:
+    """The form identifiers are read in: fullwidth and compatibility forms made plain and invisible characters
+    dropped, so a disguised copy of an address is the address; look-alike letters are kept, so a domain spelt with
+    a Cyrillic letter stays another domain than the one the user gave."""
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
+
+
 def normal_form(text: str) -> Normal:
     """The form every signal is matched on (see the module docstring)."""
     nfkc = unicodedata.normalize("NFKC", text)
