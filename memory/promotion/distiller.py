@@ -34,7 +34,14 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memory.promotion.distiller_sentences import CLOSERS, fold, prose_lines, split_sentences, strip_fillers
+from memory.promotion.distiller_sentences import (
+    CLOSERS,
+    fold,
+    prose_lines,
+    split_clauses,
+    split_sentences,
+    strip_fillers,
+)
 from memory.promotion.guard import speaker_text
 
 MODEL_PATH = Path(__file__).with_name("distiller_model.json")
@@ -525,7 +532,7 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
         answers = _follows_question(turns, index)
         confirmed = turn.role != "assistant" or CONFIRMATION.match(turn.content.strip()) is not None
         for line in prose_lines(speaker_text(turn.content)):
-            for written in split_sentences(line):
+            for written in (clause for sentence in split_sentences(line) for clause in split_clauses(sentence)):
                 text = strip_fillers(written)
                 raw = fold(written)  # markers are matched without accents: one spelling for "préfère", "prefere"
                 if not confirmed or not _keepable(text, raw, turn.role):

@@ -122,6 +122,21 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+# Two statements joined into one sentence ("We use pnpm, and everything is pinned to Node 20"): a comma and a
+# coordinating conjunction, or a semicolon. Each side must read as a statement of its own (MIN_CLAUSE_WORDS).
+_COORDINATED = re.compile(r",\s+(?:and|but|und|aber|et|mais|y|e|ed|pero|ma|mas|en|maar)\s+|;\s+", re.IGNORECASE)
+MIN_CLAUSE_WORDS = 5
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """A sentence's coordinated statements, each a sentence of its own; the sentence whole when a side would be too
+    short to state anything ("I use vim, and so does Ana")."""
+    parts = [part.strip() for part in _COORDINATED.split(sentence)]
+    if len(parts) < 2 or any(len(part.split()) < MIN_CLAUSE_WORDS for part in parts):
+        return [sentence]
+    return parts
+
+
 def _is_abbreviation(token: str) -> bool:
     return token.rstrip(CLOSERS) in ABBREVIATIONS
 

@@ -15,7 +15,7 @@ import pytest
 from memory.promotion import distiller
 from memory.promotion.compilers import Candidate, screen
 from memory.promotion.distiller import DistilledFact, default_embedder, distill
-from memory.promotion.distiller_sentences import prose_lines, split_sentences, strip_fillers
+from memory.promotion.distiller_sentences import prose_lines, split_clauses, split_sentences, strip_fillers
 from memory.promotion.evaluation import labelled_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,3 +223,36 @@ def test_leading_fillers_are_stripped_and_identifiers_keep_their_case():
     assert strip_fillers("ok so btw, we use pnpm.") == "We use pnpm."
     assert strip_fillers("Actually, `pnpm` is pinned.") == "`pnpm` is pinned."
     assert strip_fillers("prod-eu runs Kubernetes 1.29.") == "prod-eu runs Kubernetes 1.29."
+
+
+@pytest.mark.parametrize(
+    ("sentence", "clauses"),
+    [
+        (
+            "We use pnpm workspaces with Turborepo, and everything is pinned to Node 20 LTS.",
+            ["We use pnpm workspaces with Turborepo", "everything is pinned to Node 20 LTS."],
+        ),
+        (
+            "Releases bauen wir mit goreleaser, und Tags folgen immer dem Schema vJJJJ.MM.N",
+            ["Releases bauen wir mit goreleaser", "Tags folgen immer dem Schema vJJJJ.MM.N"],
+        ),
+        (
+            "auth-svc runs six replicas in prod; we never scale it below four",
+            ["auth-svc runs six replicas in prod", "we never scale it below four"],
+        ),
+    ],
+)
+def test_two_statements_joined_in_one_sentence_are_two_candidates(sentence, clauses):
+    assert split_clauses(sentence) == clauses
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I use vim, and so does Ana.",  # a side too short to state anything
+        "We deploy on Fridays and Mondays after the standup.",  # no comma: one statement
+        "Ship it to staging first, then prod.",
+    ],
+)
+def test_a_sentence_that_is_one_statement_stays_whole(sentence):
+    assert split_clauses(sentence) == [sentence]
