@@ -89,10 +89,12 @@ _IDENTIFIER = re.compile(
     r"|(?<![\w.-])(?=[\w-]*\d)[a-z0-9]+(?:-[a-z0-9]+)+\b|(?<![\w.-])[a-z0-9]+(?:_[a-z0-9]+)+\b"
     r"|(?<![\w.-])\d{2,}[-/ ]\d{3,}(?:[-/ ]\d{2,})*\b"
 )
-# A phone or account number however it is grouped ("06-38 41 77 29", "+33 6 12 34 56 78", "0638417729"): nine
-# digits or more (a national phone number's length), read as its digits alone, so every spelling of one number is
-# one identifier. Dates are set aside first.
-_PHONE = re.compile(r"(?<![\w.+-])\+?\d(?:[ .()-]{0,2}\d){8,}(?![\w-])")
+# A phone or account number however it is grouped ("06-38 41 77 29", "+33 6 12 34 56 78", "0638417729"): a run of
+# digits and separators with nine digits or more (a national phone number's length), read as its digits alone, so
+# every spelling of one number is one identifier. Dates are set aside first. The run is matched without any
+# lookaround, each character once: the two alternatives start differently, so nothing is tried twice.
+_NUMBER_RUN = re.compile(r"\+?\d(?:[ .()/-]{1,3}\d|\d)*")
+MIN_NUMBER_DIGITS = 9
 _DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # Endings that make a dotted name a file, not a domain.
@@ -337,8 +339,10 @@ def _content_words(text: str) -> set[str]:
 def _identifiers(text: str) -> set[str]:
     plain = identifier_form(text)
     found = {match.rstrip(".,;:") for match in _IDENTIFIER.findall(plain)}
-    for number in _PHONE.findall(_DATE.sub(" ", plain)):
-        found.add("tel:" + "".join(c for c in number if c.isdigit()))
+    for run in _NUMBER_RUN.findall(_DATE.sub(" ", plain)):
+        digits = "".join(c for c in run if c.isdigit())
+        if len(digits) >= MIN_NUMBER_DIGITS:
+            found.add("tel:" + digits)
     return found
 
 
