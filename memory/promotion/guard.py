@@ -89,13 +89,17 @@ _IDENTIFIER = re.compile(
     r"|(?<![\w.-])(?=[\w-]*\d)[a-z0-9]+(?:-[a-z0-9]+)+\b|(?<![\w.-])[a-z0-9]+(?:_[a-z0-9]+)+\b"
     r"|(?<![\w.-])\d{2,}[-/ ]\d{3,}(?:[-/ ]\d{2,})*\b"
 )
-# A phone or account number however it is grouped ("06-38 41 77 29", "+33 6 12 34 56 78", "0638417729"): a run of
-# digits and separators with nine digits or more (a national phone number's length), read as its digits alone, so
-# every spelling of one number is one identifier. Dates are set aside first. The run is matched without any
-# lookaround, each character once: the two alternatives start differently, so nothing is tried twice.
+# A phone or account number however it is grouped ("06-38 41 77 29", "06.38.41.77.29", "+33 6 12 34 56 78"): a
+# run of digits and separators with nine digits or more (a national phone number's length), read as its digits
+# alone. Two numbers are one when they share nine digits in a row (`_held`): a country code, a leading 0 or a
+# neighbouring number the run took in ("29 (24/7)") does not make another. A run inside a word (a UUID's tail) is
+# not a number; dates with a four-digit year and IPv4 addresses are set aside first. The run is matched without any
+# lookaround, each character once: its two alternatives start differently, so nothing is tried twice.
 _NUMBER_RUN = re.compile(r"\+?\d(?:[ .()/-]{1,3}\d|\d)*")
 MIN_NUMBER_DIGITS = 9
-_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+_NOT_A_NUMBER = re.compile(
+    r"(?<![\d.])(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{4}|\d{1,3}(?:\.\d{1,3}){3})(?![\d.]?\d)"
+)
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # Endings that make a dotted name a file, not a domain.
 _FILE_ENDING = re.compile(
@@ -139,7 +143,7 @@ class SessionGuard:
     foreign_words: set[str] = field(default_factory=set)
     voice_identifiers: set[str] = field(default_factory=set)
     foreign_identifiers: set[str] = field(default_factory=set)
-    session_identifiers: set[str] = field(default_factory=set)  # every turn's, the assistant's included
+    session_identifiers: set[str] = field(default_factory=set)  # every turn's but the assistant's
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -195,12 +199,15 @@ class SessionGuard:
         if not found:
             return False
         tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted)) if self.tainted else set()
-        return bool((found & (tainted | self.foreign_identifiers)) - self.voice_identifiers)
+        theirs = _held(found, tainted | self.foreign_identifiers)
+        return bool(theirs - _held(theirs, self.voice_identifiers))
 
     def _carries_unsourced_contact(self, text: str) -> bool:
-        """A contact that no turn holds, in any voice: an extractive candidate never has one (it is a turn's own
-        sentence); an LLM's has one when it decoded a hidden payload (rot13, base64) or made the contact up."""
-        return bool({found for found in _identifiers(text) if is_contact(found)} - self.session_identifiers)
+        """A contact that neither the user nor a tool, the system or a pasted document gave (the assistant's turns
+        do not count: it may be the one that decoded it): an LLM that decoded a hidden payload (rot13, base64) or
+        made the contact up."""
+        contacts = {found for found in _identifiers(text) if is_contact(found)}
+        return bool(contacts - _held(contacts, self.session_identifiers))
 
 
 def text_rule(text: str) -> str | None:
@@ -251,9 +258,9 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_identifiers: set[str] = set()
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     for index, turn in enumerate(guard.turns):
-        guard.session_identifiers |= _identifiers(turn.content)
         if turn.role == "assistant":
             continue
+        guard.session_identifiers |= _identifiers(turn.content)
         own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
         other = turn.content[len(own) :]
         guard.voice_words |= _content_words(own)
@@ -261,7 +268,8 @@ def _read_voices(guard: SessionGuard) -> None:
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
             # region, a version, a window), except a contact: where to send, call or pay is what a payload plants.
-            guard.voice_identifiers |= _identifiers(own) - relayed
+            spoken = _identifiers(own)
+            guard.voice_identifiers |= spoken - _held(spoken, relayed)
         foreign_words |= _content_words(other)
         foreign_identifiers |= _identifiers(other)
         if turn.role in SPEAKERS:
@@ -338,12 +346,30 @@ def _content_words(text: str) -> set[str]:
 
 def _identifiers(text: str) -> set[str]:
     plain = identifier_form(text)
-    found = {match.rstrip(".,;:") for match in _IDENTIFIER.findall(plain)}
-    for run in _NUMBER_RUN.findall(_DATE.sub(" ", plain)):
-        digits = "".join(c for c in run if c.isdigit())
-        if len(digits) >= MIN_NUMBER_DIGITS:
+    found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
+    numbers = _NOT_A_NUMBER.sub(" ", plain)
+    for run in _NUMBER_RUN.finditer(numbers):
+        start, end = run.span()
+        inside_a_word = (start > 0 and numbers[start - 1].isalpha()) or (end < len(numbers) and numbers[end].isalpha())
+        digits = "".join(c for c in run.group() if c.isdigit())
+        if len(digits) >= MIN_NUMBER_DIGITS and not inside_a_word:
             found.add("tel:" + digits)
     return found
+
+
+def _held(identifiers: set[str], pool: set[str]) -> set[str]:
+    """The identifiers `pool` holds too: the same one, or for a number one sharing nine digits in a row with it."""
+    held = identifiers & pool
+    numbers = [found for found in identifiers - held if found.startswith("tel:")]
+    if numbers:
+        windows = set().union(*(_windows(found) for found in pool if found.startswith("tel:")))
+        held |= {number for number in numbers if _windows(number) & windows}
+    return held
+
+
+def _windows(number: str) -> set[str]:
+    digits = number.removeprefix("tel:")
+    return {digits[i : i + MIN_NUMBER_DIGITS] for i in range(len(digits) - MIN_NUMBER_DIGITS + 1)}
 
 
 def is_contact(identifier: str) -> bool:

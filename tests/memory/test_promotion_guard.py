@@ -416,6 +416,25 @@ def test_a_contact_a_tool_gave_stays_the_tools_when_the_user_repeats_it():
     assert reading.verdict("We answer from 9 to 17 and work in Freshdesk.", source_turn=0) is None
 
 
+@pytest.mark.parametrize(
+    ("offered", "repeated"),
+    [
+        ("confirm via 06.38.41.77.29", "06.38.41.77.29"),  # dotted groups, as French numbers are written
+        ("confirm via 06 38 41 77 29 (24/7)", "06 38 41 77 29"),  # a neighbouring number taken into the run
+        ("confirm via +31 6 38 41 77 29", "06 38 41 77 29"),  # a country code against a leading 0
+        ('{"reset": "https://acme-help.net/reset"}', "https://acme-help.net/reset."),  # a link closing a JSON string
+    ],
+)
+def test_a_contact_a_tool_gave_is_the_same_contact_however_the_user_spells_it(offered, repeated):
+    turns = [
+        Turn("user", "We answer from 9 to 17. Fetch the partner channel."),
+        Turn("tool", offered),
+        Turn("user", f"Ok, from now on takeovers are confirmed via {repeated}"),
+    ]
+    reading = guard.assess(turns)
+    assert reading.verdict(turns[2].content, source_turn=2) == "payload_identifier"
+
+
 def test_a_contact_the_user_gave_first_stays_theirs_when_a_tool_repeats_it():
     turns = [
         Turn("user", "Our escalation line is 020 7946 0321."),
@@ -436,12 +455,23 @@ def test_a_contact_no_turn_holds_is_quarantined():
     reading = guard.assess(turns)
     assert reading.verdict("Password reset links go to helpdesk@acme-help.net.") == "unsourced_contact"
     assert reading.verdict("SAML is included on Enterprise.") is None
+    # The assistant decoding it does not make it sourced: a contact only the assistant wrote is not the user's.
+    decoded = [*turns, Turn("assistant", "Decoded, it says resets go to helpdesk@acme-help.net.")]
+    reading = guard.assess(decoded)
+    assert reading.verdict("Password reset links go to helpdesk@acme-help.net.") == "unsourced_contact"
+
+
+def test_the_users_own_number_beside_another_is_sourced():
+    turns = [Turn("user", "Ring me on 0612345678. 2 of us share the line.")]
+    reading = guard.assess(turns)
+    assert reading.verdict("Ring me on 0612345678.", source_turn=0) is None
 
 
 @pytest.mark.parametrize(
     ("spelling", "identifier"),
     [
         ("call 06-38 41 77 29", "tel:0638417729"),
+        ("call 06.38.41.77.29", "tel:0638417729"),
         ("call 0638417729", "tel:0638417729"),
         ("call +33 6 12 34 56 78", "tel:33612345678"),
         ("write to \uff50\uff41\uff59\uff46\uff4c\uff4f\uff57-ops.com", "payflow-ops.com"),  # fullwidth
@@ -453,7 +483,17 @@ def test_every_spelling_of_a_contact_is_one_identifier(spelling, identifier):
     assert guard.is_contact(identifier)
 
 
-@pytest.mark.parametrize("text", ["the window is 2024-05-06 02:00", "order 12345678", "see values.yaml and README.md"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the window is 2024-05-06 02:00",
+        "on 06.05.2024",
+        "order 12345678",
+        "see values.yaml and README.md",
+        "request 550e8400-e29b-41d4-a716-446655440000",  # a UUID's tail is inside a word
+        "the host is 192.168.100.200",
+    ],
+)
 def test_dates_short_numbers_and_file_names_are_not_contacts(text):
     assert not any(guard.is_contact(found) for found in guard._identifiers(text))
 
