@@ -122,15 +122,19 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-# Two statements joined into one sentence ("We use pnpm, and everything is pinned to Node 20"): a comma and a
-# coordinating conjunction, or a semicolon. Each side must read as a statement of its own (MIN_CLAUSE_WORDS).
-_COORDINATED = re.compile(r",\s+(?:and|but|und|aber|et|mais|y|e|ed|pero|ma|mas|en|maar)\s+|;\s+", re.IGNORECASE)
+# Two statements joined into one sentence ("We use pnpm, and everything is pinned to Node 20"): a comma and "and"
+# in one of the six languages, or a semicolon. Not "but": its first half is often what no longer holds ("We used
+# Jenkins, but now ..."). Each side must read as a statement of its own (MIN_CLAUSE_WORDS).
+_COORDINATED = re.compile(r",\s+(?:and|und|et|y|e|ed)\s+|;\s+", re.IGNORECASE)
 MIN_CLAUSE_WORDS = 5
 
 
 def split_clauses(sentence: str) -> list[str]:
     """A sentence's coordinated statements, each a sentence of its own; the sentence whole when a side would be too
-    short to state anything ("I use vim, and so does Ana")."""
+    short to state anything ("I use vim, and so does Ana"), or when it is a question (its first half would lose the
+    question mark that marks it)."""
+    if sentence.rstrip(CLOSERS).endswith("?"):
+        return [sentence]
     parts = [part.strip() for part in _COORDINATED.split(sentence)]
     if len(parts) < 2 or any(len(part.split()) < MIN_CLAUSE_WORDS for part in parts):
         return [sentence]

@@ -252,6 +252,8 @@ def test_two_statements_joined_in_one_sentence_are_two_candidates(sentence, clau
         "I use vim, and so does Ana.",  # a side too short to state anything
         "We deploy on Fridays and Mondays after the standup.",  # no comma: one statement
         "Ship it to staging first, then prod.",
+        "Should we keep the backups in S3 Standard, and do we also need a Glacier copy?",  # a question
+        "We used to deploy everything with Jenkins, but now every service ships from GitHub Actions.",
     ],
 )
 def test_a_sentence_that_is_one_statement_stays_whole(sentence):
