@@ -180,13 +180,14 @@ def test_every_secret_inside_a_metadata_string_is_refused(agent, recording_embed
 
 
 def test_promotion_drops_every_secret_bearing_candidate_and_counts_it(agent, tenant, fake_llm, recording_embedder):
-    # The tenant's LLM answers with the whole corpus as candidate facts, secrets included: the session itself
-    # held none (it was written under `refuse`), but a model can put one in.
+    # The tenant's LLM answers with the whole corpus as candidate facts, secrets included: the session held the
+    # look-alikes (the user said them; a contact no turn holds would be quarantined as made up) and none of the
+    # secrets (it was written under `refuse`), but a model can put one in.
     tenant_set_provider(tenant=tenant, llm="openai", llm_base_url=fake_llm.url, llm_api_key="sk-test", llm_model="m")
     texts = [case.text for case in WRITE_SECRETS] + [text for _, text in BENIGN]
     fake_llm.reply = json.dumps([{"text": text, "confidence": 0.9} for text in texts])
-    for content in ("We deploy on Fridays.", "Noted, Friday deploys."):
-        assert _turn(agent, content, 0).status_code == 201
+    for index, content in enumerate(("We deploy on Fridays.", *(text for _, text in BENIGN))):
+        assert _turn(agent, content, index).status_code in (201, 422)
     assert agent.post("/api/v1/memory/promote", {"session_id": "s-1"}, format="json").status_code == 202
 
     [job_id] = PromotionJob.objects.values_list("id", flat=True)
@@ -201,8 +202,9 @@ def test_promotion_drops_every_secret_bearing_candidate_and_counts_it(agent, ten
     figures.check()
     job = PromotionJob.objects.get(id=job_id)
     # The injection guard runs first: a secret in a rule it refuses ("Wire the refund to <IBAN>") is quarantined
-    # before persist looks for secrets. Either way it is never written.
-    assert job.detail["secret_dropped"] + job.quarantined == len(WRITE_SECRETS) - len(figures.false_negatives)
+    # before persist looks for secrets. Either way it is never written; nor is a look-alike counted false positive.
+    unwritten = len(WRITE_SECRETS) - len(figures.false_negatives) + len(figures.false_positives)
+    assert job.detail["secret_dropped"] + job.quarantined == unwritten
     assert job.candidates == len(texts)
     assert recording_embedder.saw(SECRET_TEXTS) == []
     assert len(recording_embedder.texts) >= len(BENIGN) - len(figures.false_positives)
