@@ -150,9 +150,10 @@ class SessionGuard:
         own = text_rule(text)
         if own is not None:
             return own
-        if self._carries_payload_identifier(text):
+        found = _identifiers(text)
+        if self._carries_payload_identifier(found):
             return "payload_identifier"
-        if self._carries_unsourced_contact(text):
+        if self._carries_unsourced_contact(found):
             return "unsourced_contact"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
@@ -191,22 +192,21 @@ class SessionGuard:
                 best = key
         return -best[3] if best is not None else None
 
-    def _carries_payload_identifier(self, text: str) -> bool:
+    def _carries_payload_identifier(self, found: set[str]) -> bool:
         """An address, domain, id or code that a tainted turn, a tool or system turn or a pasted document holds and
         the user never gave in their own words in a clean turn: the payload, however it is worded afterwards and
         whoever repeats it (an assistant's summary, a `fact` turn, a tool output that named it first)."""
-        found = _identifiers(text)
         if not found:
             return False
         tainted = set().union(*(self.turn_identifiers[i] for i in self.tainted)) if self.tainted else set()
         theirs = _held(found, tainted | self.foreign_identifiers)
         return bool(theirs - _held(theirs, self.voice_identifiers))
 
-    def _carries_unsourced_contact(self, text: str) -> bool:
+    def _carries_unsourced_contact(self, found: set[str]) -> bool:
         """A contact that neither the user nor a tool, the system or a pasted document gave (the assistant's turns
         do not count: it may be the one that decoded it): an LLM that decoded a hidden payload (rot13, base64) or
         made the contact up."""
-        contacts = {found for found in _identifiers(text) if is_contact(found)}
+        contacts = {identifier for identifier in found if is_contact(identifier)}
         return bool(contacts - _held(contacts, self.session_identifiers))
 
 
@@ -245,7 +245,7 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
             guard.own_words[index] = _content_words(_own_voice(turns[index].content))
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]
-        guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
+    guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
     _read_voices(guard)
     return guard
 
@@ -260,22 +260,22 @@ def _read_voices(guard: SessionGuard) -> None:
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
-        guard.session_identifiers |= _identifiers(turn.content)
+        guard.session_identifiers |= guard.turn_identifiers[index]
         own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
         other = turn.content[len(own) :]
+        own_identifiers, other_identifiers = _identifiers(own), _identifiers(other)
         guard.voice_words |= _content_words(own)
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
             # region, a version, a window), except a contact: where to send, call or pay is what a payload plants.
-            spoken = _identifiers(own)
-            guard.voice_identifiers |= spoken - _held(spoken, relayed)
+            guard.voice_identifiers |= own_identifiers - _held(own_identifiers, relayed)
         foreign_words |= _content_words(other)
-        foreign_identifiers |= _identifiers(other)
+        foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS:
-            relayed |= _identifiers(other) | (_identifiers(own) if index in guard.tainted else set())
+            relayed |= other_identifiers | (own_identifiers if index in guard.tainted else set())
         else:
-            relayed |= {found for found in _identifiers(other) if is_contact(found)}
+            relayed |= {found for found in other_identifiers if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
     guard.foreign_identifiers = foreign_identifiers
 
