@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from typing import Any
 
 import factory
@@ -61,3 +63,15 @@ def embedded_article(tenant: Tenant, title: str, body: str, **fields: Any) -> Ar
     }
     article: Article = ArticleFactory.create(tenant=tenant, title=title, body=body, **{**defaults, **fields})
     return article
+
+
+def jittered(vector: list[float], *, seed: int) -> list[float]:
+    """`vector` moved a little off itself (a cosine distance near 0.02), the same way for the same seed.
+
+    Rows meant to crowd a query must be distinct points: HNSW's neighbour heuristic keeps one of a set of equal
+    points, so identical copies make a poor graph whose walks run through the other rows instead, and a crowding
+    built from them comes and goes with the index's random levels."""
+    noise = random.Random(seed)
+    moved = [value + noise.gauss(0, 0.01) for value in vector]
+    norm = math.sqrt(sum(value * value for value in moved))
+    return [value / norm for value in moved]

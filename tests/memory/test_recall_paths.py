@@ -13,6 +13,7 @@ from loopmem.reads.hnsw_options import ITERATIVE_SCAN_UNAVAILABLE_REASON
 from loopmem.tenancy.scope import Scope
 from memory import selectors
 from memory.models import Memory
+from tests.factories import jittered
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 
 pytestmark = heavy_db
@@ -134,10 +135,10 @@ def test_the_two_step_exact_read_answers_what_the_one_statement_read_does(
 
 
 def _foreign_rows(tenant, *, near_to: str, count: int) -> None:
-    """`count` rows of another subject (agent-z), each embedded as `near_to`: nearer the query than ours."""
+    """`count` rows of another subject (agent-z), each embedded near `near_to`: nearer the query than ours."""
     [near] = embedders.HashingEmbedder().embed([near_to])
     Memory.objects.bulk_create(
-        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=near,
+        Memory(tenant=tenant, subject_id="agent-z", text="fact", embedding=jittered(near, seed=n),
                embedding_model="hashing:v1", embedding_content_hash="x")
-        for _ in range(count)
+        for n in range(count)
     )  # fmt: skip
