@@ -38,7 +38,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memory.promotion.guard_text import POINTS_BACK, POINTS_FORWARD, identifier_form, normal_form, refuses, signals
+from memory.promotion.guard_text import (
+    POINTS_BACK,
+    POINTS_FORWARD,
+    identifier_form,
+    look_alike_skeleton,
+    normal_form,
+    refuses,
+    signals,
+)
 
 THRESHOLD = 1.0
 UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
@@ -75,9 +83,36 @@ _PASTED = re.compile(
     r"(?:sent|wrote) (?:me )?this|(?:got|received) this|(?:te lo |se lo )?pego|pegado|pego|pegó|copie|"
     r"colei|colo aqui|copiei|encaminhando|encaminho|reenvio|reenviando|je (?:te )?colle|j'ai copi[eé]|"
     r"je transf[eè]re|ich (?:f[uü]ge|kopiere|leite)|eingef[uü]gt|kopiert|weitergeleitet|incollo|ho copiato|"
-    r"inoltro|eccola|eccolo|ecco il testo)\b[^\n]{0,80}:\s*",
+    r"inoltro|eccola|eccolo|ecco il testo)\b[^\n]{0,80}:\s*"
+    # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "got a text: '...'".
+    r"|\b(?:sms|text|texto|message|mensagem|mensaje|messaggio|nachricht|bericht|wiadomosc|mesaj|dm|whatsapp)\b"
+    r"[^\n:]{0,40}:\s*[\"'\u00ab\u201c\u201e\u2018]",
     re.IGNORECASE | re.MULTILINE,
 )
+# A line of a pasted transcript or chat spoken by someone outside the team ("[00:02:40] Markus Brandt (Gast): ..."):
+# another voice inside the user's own paste, line by line (the team's lines around it stay the user's).
+_EXTERNAL_SPEAKER = re.compile(
+    r"^[ \t]*(?:\[?\d{1,2}:\d{2}(?::\d{2})?\]?[ \t]*)?[^\n:()\[\]]{1,40}\((?:guest|gast|extern\w*|external|vendor|"
+    r"contractor|supplier|visitor|invit\w*|ospite|convidad\w*|dienstleister|lieferant|proveedor|fournisseur|"
+    r"fornitore|prestataire|leverancier|gosc|gast\w*|misafir)\)[ \t]*:.*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A contact named by pointing at it, not by writing it: "paid through that link", "se mandan a ese buzón".
+_POINTS_AT_CONTACT = re.compile(
+    r"\b(?:that|this|those|these|ese|esa|esos|esas|este|esta|aquel\w*|ce|cet|cette|ces|diese\w*|jene\w*|esse|essa|"
+    r"esses|essas|quel|quella|quello|quei|quegli|questo|questa|deze)\s+(?:[\w-]+\s+){0,2}?(?:link|url|address|"
+    r"mailbox|inbox|number|hotline|account|iban|portal|site|website|domain|buzon|correo|direccion|enlace|numero|"
+    r"cuenta|lien|adresse|courriel|compte|konto|nummer|postfach|endereco|conta|indirizzo|casella|conto|sito|"
+    r"dominio|domaine|rekening|adres)\b"
+)
+# A role that approves or holds access, given to someone: "Priya covers unlock approvals".
+_APPROVER_ROLE = re.compile(
+    r"\b(?:approv\w*|sign(?:s|ed)?[- ]?off|admin\w*|authori[sz]\w*|aprob\w*|aprova\w*|approuv\w*|genehmig\w*|"
+    r"freigab\w*|freigeb\w*|approva\w*|goedkeur\w*|godkan\w*|zatwierdz\w*|onay\w*)"
+)
+_WORD_OF_LETTERS = re.compile(r"\b[^\W\d_]{3,}\b")
+# Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet").
+_READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
@@ -100,6 +135,9 @@ MIN_NUMBER_DIGITS = 9
 _NOT_A_NUMBER = re.compile(
     r"(?<![\d.])(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{4}|\d{1,3}(?:\.\d{1,3}){3})(?![\d.]?\d)"
 )
+# An account number that opens with letters (an IBAN: country, check digits, then groups of four), grouped or not:
+# read as its digits, like a number run, so "FR76 3000 4028 ..." and "FR7630004028..." are one number.
+_ACCOUNT = re.compile(r"(?<!\w)[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?!\w)")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # Endings that make a dotted name a file, not a domain.
 _FILE_ENDING = re.compile(
@@ -144,6 +182,11 @@ class SessionGuard:
     voice_identifiers: set[str] = field(default_factory=set)
     foreign_identifiers: set[str] = field(default_factory=set)
     session_identifiers: set[str] = field(default_factory=set)  # every turn's but the assistant's
+    # Contacts that another voice or a tainted turn gave and the user never wrote in their own words.
+    relayed_contacts: set[str] = field(default_factory=set)
+    # Names another voice gave, with a contact, before any speaker wrote them; what relayed domains look like.
+    relayed_names: set[str] = field(default_factory=set)
+    look_alikes: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -155,8 +198,16 @@ class SessionGuard:
             return "payload_identifier"
         if self._carries_unsourced_contact(found):
             return "unsourced_contact"
+        if self._points_at_relayed_contact(text, found):
+            return "relayed_contact"
+        if self._reads_as_a_relayed_look_alike(text):
+            return "look_alike_contact"
+        if _names(text) & self.relayed_names and _APPROVER_ROLE.search(normal_form(text).text):
+            return "relayed_approver"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
+            return "another_voice"
+        if speakers_own and source_turn is not None and self._spoken_by_an_outsider(text, source_turn):
             return "another_voice"
         if not self.tainted:
             return None
@@ -164,6 +215,26 @@ class SessionGuard:
         if turn is not None and turn in self.tainted and not self._said_before_the_payload(text, turn):
             return self.tainted[turn]
         return None
+
+    def _points_at_relayed_contact(self, text: str, found: set[str]) -> bool:
+        """A candidate that names no contact of its own but points at one ("through that link", "to that
+        mailbox") while the only contacts it can mean are ones a tool, a relayed message or a tainted turn gave:
+        the user adopting a payload's address without writing it."""
+        if not self.relayed_contacts or any(is_contact(identifier) for identifier in found):
+            return False
+        return _POINTS_AT_CONTACT.search(normal_form(text).text) is not None
+
+    def _reads_as_a_relayed_look_alike(self, text: str) -> bool:
+        """The candidate writes a name that a relayed domain only looks like ("stripe-payments" for a tool's
+        "stripe-payrnents.com"): the user misread a look-alike, and memory would send the next reader there."""
+        if not self.look_alikes:
+            return False
+        return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
+
+    def _spoken_by_an_outsider(self, text: str, turn: int) -> bool:
+        """The candidate sits in a line an outsider speaks in a transcript the speaker pasted."""
+        needle = normal_form(text).text
+        return any(needle in normal_form(line).text for line in _EXTERNAL_SPEAKER.findall(self.turns[turn].content))
 
     def _in_another_voice(self, text: str) -> bool:
         """Half or more of the words the candidate shares with the session are found only in a tool or system turn
@@ -257,14 +328,21 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
+    speakers_names: set[str] = set()
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
         guard.session_identifiers |= guard.turn_identifiers[index]
         own = speaker_text(turn.content) if turn.role in SPEAKERS else ""
         other = turn.content[len(own) :]
+        outsiders = _EXTERNAL_SPEAKER.findall(own)
+        if outsiders:
+            own = _EXTERNAL_SPEAKER.sub("", own)
+            other = "\n".join([*outsiders, other])
         own_identifiers, other_identifiers = _identifiers(own), _identifiers(other)
         guard.voice_words |= _content_words(own)
+        speakers_names |= _names(own) - guard.relayed_names
+        guard.relayed_names |= _names(other) - speakers_names
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
@@ -278,6 +356,32 @@ def _read_voices(guard: SessionGuard) -> None:
             relayed |= {found for found in other_identifiers if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
     guard.foreign_identifiers = foreign_identifiers
+    contacts = {found for found in relayed if is_contact(found)}
+    guard.relayed_contacts = contacts - _held(contacts, guard.voice_identifiers)
+    # A name counts when a relayed contact spells it too ("Priya N. - priya.n.approvals@gmail.com"): a person the
+    # payload introduces with their address, not every capitalised word a tool printed (German nouns, products).
+    guard.relayed_names = {
+        name
+        for name in guard.relayed_names - speakers_names
+        if any(name.casefold() in contact for contact in guard.relayed_contacts)
+    }
+    guard.look_alikes = {
+        read
+        for contact in guard.relayed_contacts
+        for label in re.split(r"[./@:]+", contact)
+        if (read := _read_as(label)) != label and len(read) >= 4
+    }
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words: the names of people (and of products and places) a text mentions."""
+    return {word for word in _WORD_OF_LETTERS.findall(text) if word[0].isupper() and word[1:].islower()}
+
+
+def _read_as(label: str) -> str:
+    for letters, reading in _READS_AS:
+        label = label.replace(letters, reading)
+    return label
 
 
 def speaker_text(content: str) -> str:
@@ -347,6 +451,18 @@ def _content_words(text: str) -> set[str]:
 def _identifiers(text: str) -> set[str]:
     plain = identifier_form(text)
     found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
+    # A contact spelt with look-alike letters or in punycode is also what a reader sees: a user who types the
+    # domain a tool showed them in plain letters repeats the tool's domain. The literal form stays: it is another
+    # domain than the user's own.
+    found |= {
+        look_alike_skeleton(identifier)
+        for identifier in found
+        if (not identifier.isascii() or "xn--" in identifier) and is_contact(identifier)
+    }
+    for account in _ACCOUNT.finditer(plain):
+        digits = "".join(c for c in account.group() if c.isdigit())
+        if len(digits) >= MIN_NUMBER_DIGITS:
+            found.add("tel:" + digits)
     numbers = _NOT_A_NUMBER.sub(" ", plain)
     for run in _NUMBER_RUN.finditer(numbers):
         start, end = run.span()

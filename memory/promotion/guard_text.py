@@ -15,6 +15,7 @@ where it came from, how the assistant reacted) and decides.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import unicodedata
@@ -23,7 +24,11 @@ from dataclasses import dataclass
 # --- The normal form ------------------------------------------------------------------------------------------
 
 _INVISIBLE = dict.fromkeys(
-    map(ord, "\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff")
+    map(
+        ord,
+        "\u00ad\u034f\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
+        "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",  # bidi embeddings, overrides and isolates
+    )
 )
 _LOOKALIKES = str.maketrans(
     "аеорсуххіјѕԁһԛԝткмпгьАВЕКМНОРСТХІЈЅοαεικνρτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
@@ -52,6 +57,18 @@ def identifier_form(text: str) -> str:
     dropped, so a disguised copy of an address is the address; look-alike letters are kept, so a domain spelt with
     a Cyrillic letter stays another domain than the one the user gave."""
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
+
+
+def look_alike_skeleton(identifier: str) -> str:
+    """What a reader sees in an identifier (in `identifier_form`): punycode labels decoded and look-alike letters
+    folded, so "xn--login-cmeitalia-zlm.it" and "login-\u0430cmeitalia.it" both read "login-acmeitalia.it"."""
+    labels = []
+    for label in identifier.split("."):
+        if label.startswith("xn--"):
+            with contextlib.suppress(UnicodeError):  # not valid punycode: read as written
+                label = label.encode("ascii").decode("idna")
+        labels.append(label)
+    return unicodedata.normalize("NFKC", ".".join(labels)).translate(_LOOKALIKES).casefold()
 
 
 def normal_form(text: str) -> Normal:
@@ -174,7 +191,9 @@ CONTROL = _any_of(
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
     # Being told first, in the other languages (English has "notifications").
     r"prevenir | me prevenir | avertir | m'avertir | prevenu | avisar\w* | avvisar\w* | benachrichtig\w* | "
-    r"bescheid (?:sagen|geben)"
+    r"bescheid (?:sagen|geben) | "
+    # Screening that mail or files pass through.
+    r"sandbox(?:ing)? | virus scan\w* | malware scan\w* | spam filter\w* | quarantine | cuarentena | quarentena"
 )
 RELAX = _any_of(
     r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
@@ -201,7 +220,11 @@ RELAX = _any_of(
     r"n'?(?:a|ont|avons|avez) plus besoin | ne (?:necessit|requier|demand|exig)\w* plus | "
     r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
     r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*) | "
-    r"aus(?=\s*(?:[.,;!]|$|und\b))"  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
+    r"aus(?=\s*(?:[.,;!]|$|und\b)) | "  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
+    # Not passing through it any more: "no longer go through the sandbox", "não passam pelo sandbox".
+    r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through | (?:ya )?no pasan? por | "
+    r"ne passent (?:plus |pas )?par | (?:gehen|laufen|geht|lauft) (?:\w+ )?nicht (?:mehr )?(?:durch|uber) | "
+    r"nao passa\w* (?:mais )?(?:pel[oa]s?|por) | non passa\w* (?:piu )?(?:per|dal|dalla|attraverso)"
 )
 MONEY = _any_of(
     r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "
@@ -213,7 +236,8 @@ MONEY = _any_of(
 )
 MONEY_LOOSE = _any_of(
     r"(?:bank(?:ing)?|account|payment) details (?:have |has )?(?:changed|updated) | iban | "
-    r"(?:[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,}) | without | sin | sans | ohne | sem | senza | no questions asked | "
+    r"(?:(?<![\w])[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,8}) | "  # an IBAN (at most 34 characters): bounded, so linear
+    r"without | sin | sans | ohne | sem | senza | no questions asked | "
     r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
     r"always (?:approv|issu|grant|accept)\w* | new (?:bank )?(?:account|iban|routing|bank details) | "
     r"(?:updated|changed) (?:bank|account|payment) details | sin (?:aprobacion|revision|verificacion) | "
@@ -278,7 +302,8 @@ TRUST = _any_of(
     r"approuve | aprobad[oa] | aprovad[oa] | genehmigt | approvat[oa] | "
     r"treat (?:\w+ )?as (?:safe|trusted|verified|official|legitimate) | "
     r"(?:is|are) (?:safe|verified|legitimate|official|trusted) | verified (?:sender|source|domain|partner) | "
-    r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w*"
+    r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w* | attendibil\w* | affidabil\w* | "
+    r"de confiance | zuverlassig\w* | betrouwbaar\w* | vertrouwd\w* | godkan\w* | zaufan\w* | guvenil\w*"
 )
 # A claim of authority over a rule. "Verified" or "official" alone are everyday words of tool output ("Signature
 # verified", "the official docs"): they count as a seal ("(verified)"), as "verified by the CFO", or as an official
@@ -345,7 +370,9 @@ NEGATOR = _any_of(
 )
 DISCLOSE = _any_of(
     r"include | reveal | share | show | print | paste | send | give | hand | tell | gib | gebt | schick\w* | dale | "
-    r"dales | envia | donne | envoie | da | dai | manda | passe"
+    r"dales | envia | donne | envoie | da | dai | manda | passe | "
+    # Said aloud to a caller: "confirm your full password when the centre calls".
+    r"confirm\w* | bestatig\w* | conferm\w* | dict\w* | read out | spell out"
 )
 # Within the clause, and not across "if" or "when": "nothing breaks if we disable MFA" relaxes it.
 _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|falls|als|se|quando)"
@@ -371,6 +398,12 @@ VOCATIVE = (
 )
 
 # --- Signals ---------------------------------------------------------------------------------------------------
+
+# Verbs whose object is a check: done no more, they relax it without naming a control.
+CHECK_VERB = (
+    r"(?:(?:verif|review|approv|scan|confirm|validat|comprob|revis|aprob|control|valid|pruf|gepruft|kontroll|"
+    r"confer|autoriz|gecontroleerd|controleer)\w*|check(?:s|ed|ing)?(?!\s+(?:in|out|into)\b))"
+)
 
 # Within one sentence: a full stop inside a domain or a version ("pay.com", "v2.1") does not end it.
 _NEAR = r"(?:[^.!?\n]|[.!?](?=\S)){0,60}?"
@@ -459,7 +492,14 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             r"|\ballow(?:s|ed|ing)?\s+(?:'\*'|\"\*\"|\*|all origins|any origin|everything|all hosts)"
             r"|\ballow\w*[^.!?\n]{0,30}unsafe-(?:inline|eval)"
             r"|\b(?:with )?no (?:\w+ )?(?:confirmation|approval|verification|check|review|sign-off|2fa|mfa)s?"
-            r" (?:is |are )?(?:needed|required|necessary)\b",
+            r" (?:is |are )?(?:needed|required|necessary)\b"
+            # A check said to be done no more, where the verb is the control: "we no longer verify identity",
+            # "ya no verificamos", "on ne vérifie plus", "wird nicht mehr geprüft", "non controlliamo più".
+            rf"|\b(?:no longer|ya no|ja nao|deix\w* de|nunca mais)\s+(?:\w+\s+)?{CHECK_VERB}"
+            rf"|\bn(?:e\s+|')(?:\w+\s+)?{CHECK_VERB}\s+plus\b|\bn'?(?:est|sont) plus {CHECK_VERB}"
+            rf"|\b{CHECK_VERB}\s+(?:\w+\s+)?(?:nicht|niet) (?:mehr|meer)\b"
+            rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
+            rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b",
             _FLAGS,
         ),
     ),
