@@ -67,15 +67,17 @@ class TurnLike(Protocol):
 
 
 _PASTED = re.compile(
-    r"^\s*(?:from|to|subject|cc|date|de|para|asunto|objet|von|an|betreff|assunto|oggetto|da)\s*:.+$"
+    # Line starts allow spaces and tabs, not line breaks: "^\s*" retried at every line of a run of blank lines
+    # reads the run once per line (quadratic; 26 s on 20 KB of newlines).
+    r"^[ \t]*(?:from|to|subject|cc|date|de|para|asunto|objet|von|an|betreff|assunto|oggetto|da)[ \t]*:.+$"
     r"|-{2,}\s*(?:forwarded|original|weitergeleitete|mensaje reenviado|message transfere)"
     r"|\b(?:forwarded message|begin forwarded|fwd?:|here(?:'s| is) (?:the|an?|my|our|his|her|their)"
     r"(?: [\w'-]+){0,3}? (?:email|page|doc|document|readme|file|output|message|text|snippet|ticket|invite|note|post))"
-    r"|^\s*(?:-{3,}|\*{3,}|={3,}|_{3,})\s*$"  # a rule line setting a pasted block apart
+    r"|^[ \t]*(?:-{3,}|\*{3,}|={3,}|_{3,})[ \t]*$"  # a rule line setting a pasted block apart
     # Reported speech: someone else's words, quoted after a colon ("someone saying they're from IT: '...'").
     r"|\b(?:said|says|saying|told me|wrote|writes|texted|messaged|posted|m'a dit|a dit|me dijo|dijo|me dice|"
     r"disse|me disse|sagte|gesagt|schrieb|geschrieben|ha detto|mi ha detto|ha scritto)\b[^\n:]{0,60}:\s*"
-    r"|^\s*[>\"\u00ab\u201c\u201e]"  # a quoted line: someone else's words
+    r"|^[ \t]*[>\"\u00ab\u201c\u201e]"  # a quoted line: someone else's words
     r"|```"
     r"|<(?:html|div|p|span|body|meta|!--)"
     # Someone saying they are passing on what another wrote: what follows is not their own voice.
@@ -84,23 +86,35 @@ _PASTED = re.compile(
     r"colei|colo aqui|copiei|encaminhando|encaminho|reenvio|reenviando|je (?:te )?colle|j'ai copi[eé]|"
     r"je transf[eè]re|ich (?:f[uü]ge|kopiere|leite)|eingef[uü]gt|kopiert|weitergeleitet|incollo|ho copiato|"
     r"inoltro|eccola|eccolo|ecco il testo)\b[^\n]{0,80}:\s*"
-    # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "got a text: '...'".
-    r"|\b(?:sms|text|texto|message|mensagem|mensaje|messaggio|nachricht|bericht|wiadomosc|mesaj|dm|whatsapp)\b"
-    r"[^\n:]{0,40}:\s*[\"'\u00ab\u201c\u201e\u2018]",
+    # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "just got a text: '...'".
+    r"|\b(?:got|received|came in|arrived|chegou|recebi|lleg\w*|recib\w*|re[cç]u|bekommen|erhalten|ricevut\w*|"
+    r"arrivat\w*|kreeg|ontvangen)\b[^\n:]{0,40}:[ \t]*[\"'\u00ab\u201c\u201e\u2018]",
     re.IGNORECASE | re.MULTILINE,
 )
 # A line of a pasted transcript or chat spoken by someone outside the team ("[00:02:40] Markus Brandt (Gast): ..."):
-# another voice inside the user's own paste, line by line (the team's lines around it stay the user's).
-_EXTERNAL_SPEAKER = re.compile(
-    r"^[ \t]*(?:\[?\d{1,2}:\d{2}(?::\d{2})?\]?[ \t]*)?[^\n:()\[\]]{1,40}\((?:guest|gast|extern\w*|external|vendor|"
-    r"contractor|supplier|visitor|invit\w*|ospite|convidad\w*|dienstleister|lieferant|proveedor|fournisseur|"
-    r"fornitore|prestataire|leverancier|gosc|gast\w*|misafir)\)[ \t]*:.*$",
-    re.IGNORECASE | re.MULTILINE,
+# another voice inside the user's own paste, line by line (the team's lines around it stay the user's). The speaker
+# is a timestamp and a name, or a first and last name: "Backup drive (external): WD 4TB" is the user's own list.
+_OUTSIDER = (
+    r"\((?i:guest|gast|external|extern|vendor|contractor|supplier|visitor|ospite|convidad[oa]|invitad[oa]|"
+    r"invit[eé]e?|dienstleister|lieferant|proveedor|fournisseur|fornitore|prestataire|leverancier|gosc|misafir)\)"
 )
-# A contact named by pointing at it, not by writing it: "paid through that link", "se mandan a ese buzón".
+_PERSON = r"[^\W\d_][^\W\d_'-]*(?:[ \t][^\W\d_][^\W\d_'.-]*){0,3}"
+_EXTERNAL_SPEAKER = re.compile(
+    rf"^[ \t]*(?:\[?\d{{1,2}}:\d{{2}}(?::\d{{2}})?\]?[ \t]+{_PERSON}|[A-Z][\w'-]+[ \t]+[A-Z][\w'.-]*)[ \t]*{_OUTSIDER}"
+    r"[ \t]*:.*$",
+    re.MULTILINE,
+)
+# A contact named by pointing at it, not by writing it: "paid through that link", "se mandan a ese buzón". The
+# words between may not be an article, a pronoun or a preposition: "that my email address changed" and "take this
+# into account" point at nothing.
+_NOT_BETWEEN = (
+    r"(?!(?:a|an|the|my|your|our|his|her|its|their|i|we|you|he|she|it|they|into|in|of|to|on|for|un|una|el|la|le|"
+    r"les|mi|tu|su|mon|ma|ton|sa|ses|der|die|das|ein\w*|mein\w*|o|os|as|um|uma|il|lo|gli|mio|mia)\b)"
+)
 _POINTS_AT_CONTACT = re.compile(
     r"\b(?:that|this|those|these|ese|esa|esos|esas|este|esta|aquel\w*|ce|cet|cette|ces|diese\w*|jene\w*|esse|essa|"
-    r"esses|essas|quel|quella|quello|quei|quegli|questo|questa|deze)\s+(?:[\w-]+\s+){0,2}?(?:link|url|address|"
+    rf"esses|essas|quel|quella|quello|quei|quegli|questo|questa|deze)\s+(?:{_NOT_BETWEEN}[\w-]+\s+){{0,2}}?"
+    r"(?:link|url|address|"
     r"mailbox|inbox|number|hotline|account|iban|portal|site|website|domain|buzon|correo|direccion|enlace|numero|"
     r"cuenta|lien|adresse|courriel|compte|konto|nummer|postfach|endereco|conta|indirizzo|casella|conto|sito|"
     r"dominio|domaine|rekening|adres)\b"
@@ -111,8 +125,13 @@ _APPROVER_ROLE = re.compile(
     r"freigab\w*|freigeb\w*|approva\w*|goedkeur\w*|godkan\w*|zatwierdz\w*|onay\w*)"
 )
 _WORD_OF_LETTERS = re.compile(r"\b[^\W\d_]{3,}\b")
-# Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet").
+_LETTERS = re.compile(r"[^\W\d_]+")
+# A person as a payload introduces one: a first name and a last name or an initial ("Priya N.", "Tom Becker").
+_PERSON_NAME = re.compile(r"\b([A-Z][a-z]{2,})[ \t]+(?:[A-Z][a-z]+|[A-Z]\.)")
+# Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
+# enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
+MIN_LOOK_ALIKE = 8
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
@@ -184,7 +203,8 @@ class SessionGuard:
     session_identifiers: set[str] = field(default_factory=set)  # every turn's but the assistant's
     # Contacts that another voice or a tainted turn gave and the user never wrote in their own words.
     relayed_contacts: set[str] = field(default_factory=set)
-    # Names another voice gave, with a contact, before any speaker wrote them; what relayed domains look like.
+    # Names another voice gave before any speaker wrote them and a relayed address spells; what relayed domains
+    # look like.
     relayed_names: set[str] = field(default_factory=set)
     look_alikes: set[str] = field(default_factory=set)
 
@@ -202,7 +222,7 @@ class SessionGuard:
             return "relayed_contact"
         if self._reads_as_a_relayed_look_alike(text):
             return "look_alike_contact"
-        if _names(text) & self.relayed_names and _APPROVER_ROLE.search(normal_form(text).text):
+        if self.relayed_names and _gives_a_relayed_name_a_role(text, self.relayed_names):
             return "relayed_approver"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
@@ -218,9 +238,11 @@ class SessionGuard:
 
     def _points_at_relayed_contact(self, text: str, found: set[str]) -> bool:
         """A candidate that names no contact of its own but points at one ("through that link", "to that
-        mailbox") while the only contacts it can mean are ones a tool, a relayed message or a tainted turn gave:
-        the user adopting a payload's address without writing it."""
+        mailbox") in a session where the user gave no contact and another voice, a relayed message or a tainted
+        turn did: the only contacts it can mean are theirs, adopted without writing them."""
         if not self.relayed_contacts or any(is_contact(identifier) for identifier in found):
+            return False
+        if any(is_contact(identifier) for identifier in self.voice_identifiers):
             return False
         return _POINTS_AT_CONTACT.search(normal_form(text).text) is not None
 
@@ -232,9 +254,11 @@ class SessionGuard:
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
 
     def _spoken_by_an_outsider(self, text: str, turn: int) -> bool:
-        """The candidate sits in a line an outsider speaks in a transcript the speaker pasted."""
+        """Every line of the turn that holds the candidate is one an outsider speaks in a pasted transcript (a
+        team member saying the same words keeps them the user's)."""
         needle = normal_form(text).text
-        return any(needle in normal_form(line).text for line in _EXTERNAL_SPEAKER.findall(self.turns[turn].content))
+        holding = [line for line in self.turns[turn].content.splitlines() if needle in normal_form(line).text]
+        return bool(holding) and all(_EXTERNAL_SPEAKER.fullmatch(line) for line in holding)
 
     def _in_another_voice(self, text: str) -> bool:
         """Half or more of the words the candidate shares with the session are found only in a tool or system turn
@@ -342,7 +366,7 @@ def _read_voices(guard: SessionGuard) -> None:
         own_identifiers, other_identifiers = _identifiers(own), _identifiers(other)
         guard.voice_words |= _content_words(own)
         speakers_names |= _names(own) - guard.relayed_names
-        guard.relayed_names |= _names(other) - speakers_names
+        guard.relayed_names |= set(_PERSON_NAME.findall(other)) - speakers_names
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
@@ -358,19 +382,29 @@ def _read_voices(guard: SessionGuard) -> None:
     guard.foreign_identifiers = foreign_identifiers
     contacts = {found for found in relayed if is_contact(found)}
     guard.relayed_contacts = contacts - _held(contacts, guard.voice_identifiers)
-    # A name counts when a relayed contact spells it too ("Priya N. - priya.n.approvals@gmail.com"): a person the
-    # payload introduces with their address, not every capitalised word a tool printed (German nouns, products).
-    guard.relayed_names = {
-        name
-        for name in guard.relayed_names - speakers_names
-        if any(name.casefold() in contact for contact in guard.relayed_contacts)
+    # A name counts when a relayed address's mailbox spells it ("Priya N. - priya.n.approvals@gmail.com"): a person
+    # the payload introduces with their address, not every capitalised word a tool printed (German nouns, products).
+    mailbox_words = {
+        word for contact in guard.relayed_contacts if "@" in contact for word in _LETTERS.findall(contact.split("@")[0])
     }
+    guard.relayed_names = {name for name in guard.relayed_names - speakers_names if name.casefold() in mailbox_words}
     guard.look_alikes = {
         read
         for contact in guard.relayed_contacts
         for label in re.split(r"[./@:]+", contact)
-        if (read := _read_as(label)) != label and len(read) >= 4
+        if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
+
+
+def _gives_a_relayed_name_a_role(text: str, relayed_names: set[str]) -> bool:
+    """A relayed name, then an approval or access role after it in the same sentence: the name holds the role
+    ("Priya covers unlock approvals"), not whatever the sentence approves."""
+    normal = normal_form(text).text
+    for name in _names(text) & relayed_names:
+        at = normal.find(name.casefold())
+        if at >= 0 and _APPROVER_ROLE.search(normal, at + len(name)):
+            return True
+    return False
 
 
 def _names(text: str) -> set[str]:

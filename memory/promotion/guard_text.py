@@ -191,9 +191,7 @@ CONTROL = _any_of(
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
     # Being told first, in the other languages (English has "notifications").
     r"prevenir | me prevenir | avertir | m'avertir | prevenu | avisar\w* | avvisar\w* | benachrichtig\w* | "
-    r"bescheid (?:sagen|geben) | "
-    # Screening that mail or files pass through.
-    r"sandbox(?:ing)? | virus scan\w* | malware scan\w* | spam filter\w* | quarantine | cuarentena | quarentena"
+    r"bescheid (?:sagen|geben)"
 )
 RELAX = _any_of(
     r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
@@ -221,7 +219,7 @@ RELAX = _any_of(
     r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
     r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*) | "
     r"aus(?=\s*(?:[.,;!]|$|und\b)) | "  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
-    # Not passing through it any more: "no longer go through the sandbox", "não passam pelo sandbox".
+    # Not passing through it any more: "refunds no longer go through approval", "não passam pela revisão".
     r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through | (?:ya )?no pasan? por | "
     r"ne passent (?:plus |pas )?par | (?:gehen|laufen|geht|lauft) (?:\w+ )?nicht (?:mehr )?(?:durch|uber) | "
     r"nao passa\w* (?:mais )?(?:pel[oa]s?|por) | non passa\w* (?:piu )?(?:per|dal|dalla|attraverso)"
@@ -236,7 +234,7 @@ MONEY = _any_of(
 )
 MONEY_LOOSE = _any_of(
     r"(?:bank(?:ing)?|account|payment) details (?:have |has )?(?:changed|updated) | iban | "
-    r"(?:(?<![\w])[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,8}) | "  # an IBAN (at most 34 characters): bounded, so linear
+    r"(?:(?<![\w])[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,8}) | "  # an IBAN's shape, bounded near its 34 characters: linear
     r"without | sin | sans | ohne | sem | senza | no questions asked | "
     r"any amount | auto[- ]?(?:approv|issu|process)\w* | automatic(?:ally)? | pre[- ]?approv\w* | "
     r"always (?:approv|issu|grant|accept)\w* | new (?:bank )?(?:account|iban|routing|bank details) | "
@@ -302,8 +300,8 @@ TRUST = _any_of(
     r"approuve | aprobad[oa] | aprovad[oa] | genehmigt | approvat[oa] | "
     r"treat (?:\w+ )?as (?:safe|trusted|verified|official|legitimate) | "
     r"(?:is|are) (?:safe|verified|legitimate|official|trusted) | verified (?:sender|source|domain|partner) | "
-    r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w* | attendibil\w* | affidabil\w* | "
-    r"de confiance | zuverlassig\w* | betrouwbaar\w* | vertrouwd\w* | godkan\w* | zaufan\w* | guvenil\w*"
+    r"confia\w* | confianza | fiable | vertrauenswurdig | vertrau\w* | fidat\w* | attendibil\w* | de confiance | "
+    r"vertrouwd\w* | godkan\w* | zaufan\w* | guvenil\w*"
 )
 # A claim of authority over a rule. "Verified" or "official" alone are everyday words of tool output ("Signature
 # verified", "the official docs"): they count as a seal ("(verified)"), as "verified by the CFO", or as an official
@@ -370,10 +368,14 @@ NEGATOR = _any_of(
 )
 DISCLOSE = _any_of(
     r"include | reveal | share | show | print | paste | send | give | hand | tell | gib | gebt | schick\w* | dale | "
-    r"dales | envia | donne | envoie | da | dai | manda | passe | "
-    # Said aloud to a caller: "confirm your full password when the centre calls".
-    r"confirm\w* | bestatig\w* | conferm\w* | dict\w* | read out | spell out"
+    r"dales | envia | donne | envoie | da | dai | manda | passe"
 )
+# A secret said aloud to whoever calls: "confirm your full password when the centre calls".
+SAY_ALOUD = _any_of(r"confirm\w* | read out | spell out | dictate\w* | bestatig\w* | conferm\w* | confirme\w*")
+PASSWORD = _any_of(
+    r"passwords? | passcodes? | pins? | palavra-passe | senha | contrasena | mot de passe | passwort | kennwort"
+)
+CALLER = _any_of(r"call\w* | phone\w* | ligar | liga\w* | llam\w* | appel\w* | anruf\w* | ruft | chiam\w*")
 # Within the clause, and not across "if" or "when": "nothing breaks if we disable MFA" relaxes it.
 _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|falls|als|se|quando)"
 _NEGATED_RELAX = re.compile(
@@ -399,10 +401,16 @@ VOCATIVE = (
 
 # --- Signals ---------------------------------------------------------------------------------------------------
 
-# Verbs whose object is a check: done no more, they relax it without naming a control.
-CHECK_VERB = (
-    r"(?:(?:verif|review|approv|scan|confirm|validat|comprob|revis|aprob|control|valid|pruf|gepruft|kontroll|"
-    r"confer|autoriz|gecontroleerd|controleer)\w*|check(?:s|ed|ing)?(?!\s+(?:in|out|into)\b))"
+# Verbs that are a control themselves: verifying and approving, done no more, relax it without naming one. Not
+# "check", "review" or "controllo": "I no longer check Slack after 6pm" is a habit, not a control.
+CHECK_VERB = r"(?:verif\w*|approv\w*|aprob\w*|aprov\w*|approuv\w*|genehmig\w*|goedkeur\w*|autoriz\w*|authori[sz]\w*)"
+# A screen mail or files pass through, and passing it by: "não passam pelo sandbox", "skip the virus scan".
+SCREEN = r"(?:sandbox(?:es|ing)?|virus scan\w*|malware scan\w*|spam filter\w*|filtro\w* (?:antispam|de spam))"
+PASS_BY = (
+    r"(?:skip\w*|bypass\w*|exempt\w* from|without|sin|sans|ohne|sem|senza|"
+    r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through|(?:ya )?no pasan? por|"
+    r"ne passent (?:plus |pas )?par|(?:gehen|laufen|geht|lauft) (?:\w+ )?nicht (?:mehr )?(?:durch|uber)|"
+    r"nao passa\w* (?:mais )?(?:pel[oa]s?|por)|non passa\w* (?:piu )?(?:per|dal|dalla|attraverso))"
 )
 
 # Within one sentence: a full stop inside a domain or a version ("pay.com", "v2.1") does not end it.
@@ -425,7 +433,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
         1.0,
         re.compile(
             rf"(?:{NOTE_TO_MACHINE}|{VOCATIVE}){_NEAR}\b(?:{STORE_VERB}|{OVERRIDE_VERB})\b"
-            rf"|^\W*{MACHINE}\s*,\s+(?:please |por favor |s'il te plait |bitte )?(?:{STORE_VERB}|{OVERRIDE_VERB}|"
+            rf"|^[^\w\n]*{MACHINE}\s*,\s+(?:please |por favor |s'il te plait |bitte )?(?:{STORE_VERB}|{OVERRIDE_VERB}|"
             rf"from now on|note|update)\b"
             rf"|\b{MACHINE} (?:reading|processing|parsing|summari[sz]ing|seeing|ingesting|indexing|crawling)"
             rf" (?:this|these|the)\b"
@@ -447,7 +455,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A header naming the machine's own parts: [SYSTEM], <<MEMORY>>, ### Admin note, **PRIORITY**:
     "machine_header": (
         0.6,
-        re.compile(rf"(?:^|[\[<(#*=|{{])\s*{HEADER_WORD}\b[^\]\n>)]{{0,40}}(?:[\]>)]|:|\*\*)", _FLAGS),
+        re.compile(rf"(?:^|[\[<(#*=|{{])[ \t]*{HEADER_WORD}\b[^\]\n>)]{{0,40}}(?:[\]>)]|:|\*\*)", _FLAGS),
     ),
     # A storage verb near a word that makes it permanent ("save ... verbatim", "add to your long-term memory").
     "store_permanently": (
@@ -499,7 +507,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             rf"|\bn(?:e\s+|')(?:\w+\s+)?{CHECK_VERB}\s+plus\b|\bn'?(?:est|sont) plus {CHECK_VERB}"
             rf"|\b{CHECK_VERB}\s+(?:\w+\s+)?(?:nicht|niet) (?:mehr|meer)\b"
             rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
-            rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b",
+            rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
+            # Passing a screen by, the screen right after ("in a sandbox without network access" keeps it).
+            rf"|\b{PASS_BY}\s+(?:(?:the|a|an|any|o|el|la|le|les|die|den|das|der|il|lo)\s+)?{SCREEN}\b",
             _FLAGS,
         ),
     ),
@@ -542,7 +552,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
         re.compile(
             rf"\b{DISCLOSE}\b{_NEAR}\b(?:(?:full|whole|raw|complete) )?(?:api[ _-]?keys?|passwords?|"
             rf"tokens?|secrets?|credentials?|private keys?|login details|zugangsdaten|passwort|kennwort|contrasena|"
-            rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b",
+            rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b"
+            rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
+            rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b",
             _FLAGS,
         ),
     ),
