@@ -256,8 +256,11 @@ class SessionGuard:
     def _spoken_by_an_outsider(self, text: str, turn: int) -> bool:
         """Every line of the turn that holds the candidate is one an outsider speaks in a pasted transcript (a
         team member saying the same words keeps them the user's)."""
+        content = self.turns[turn].content
+        if _EXTERNAL_SPEAKER.search(content) is None:
+            return False
         needle = normal_form(text).text
-        holding = [line for line in self.turns[turn].content.splitlines() if needle in normal_form(line).text]
+        holding = [line for line in content.splitlines() if needle in normal_form(line).text]
         return bool(holding) and all(_EXTERNAL_SPEAKER.fullmatch(line) for line in holding)
 
     def _in_another_voice(self, text: str) -> bool:

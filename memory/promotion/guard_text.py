@@ -73,6 +73,17 @@ def look_alike_skeleton(identifier: str) -> str:
 
 def normal_form(text: str) -> Normal:
     """The form every signal is matched on (see the module docstring)."""
+    # A session is read again each time it grows, and each turn and candidate is normalised for several readings
+    # (signals, words, pointers): short texts' forms are kept (`CACHED_TEXT_CHARS`, below).
+    return _cached_normal_form(text) if len(text) <= CACHED_TEXT_CHARS else _normal_form(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_normal_form(text: str) -> Normal:
+    return _normal_form(text)
+
+
+def _normal_form(text: str) -> Normal:
     nfkc = unicodedata.normalize("NFKC", text)
     without_invisible = nfkc.translate(_INVISIBLE)
     hidden_chars = len(without_invisible) != len(nfkc) and _inside_word(nfkc)
