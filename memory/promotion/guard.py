@@ -122,12 +122,16 @@ _POINTS_AT_CONTACT = re.compile(
 # A role that approves or holds access, given to someone: "Priya covers unlock approvals".
 _APPROVER_ROLE = re.compile(
     r"\b(?:approv\w*|sign(?:s|ed)?[- ]?off|admin\w*|authori[sz]\w*|aprob\w*|aprova\w*|approuv\w*|genehmig\w*|"
-    r"freigab\w*|freigeb\w*|approva\w*|goedkeur\w*|godkan\w*|zatwierdz\w*|onay\w*)"
+    r"freigab\w*|freigeb\w*|approva\w*|goedkeur\w*|godkan\w*|zatwierdz\w*|onay\w*|"
+    # Who may collect a child or get in: "add Ryan Holt to Leo's pickup list".
+    r"pick(?:-| )?up|abhol\w*|recog\w*|ophal\w*|ritir\w*|autoriz\w*|autoris\w*|access|zugang|acceso|acesso|accesso)"
 )
 _WORD_OF_LETTERS = re.compile(r"\b[^\W\d_]{3,}\b")
 _LETTERS = re.compile(r"[^\W\d_]+")
 # A person as a payload introduces one: a first name and a last name or an initial ("Priya N.", "Tom Becker").
 _PERSON_NAME = re.compile(r"\b([A-Z][a-z]{2,})[ \t]+(?:[A-Z][a-z]+|[A-Z]\.)")
+# Every pair of capitalised words, overlapping: "Coach Ryan Holt" holds "Ryan Holt".
+_FULL_NAME = re.compile(r"\b(?=([A-Z][a-z]{2,}[ \t]+[A-Z][a-z]{2,})\b)")
 # Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
@@ -206,6 +210,7 @@ class SessionGuard:
     # Names another voice gave before any speaker wrote them and a relayed address spells; what relayed domains
     # look like.
     relayed_names: set[str] = field(default_factory=set)
+    relayed_people: set[str] = field(default_factory=set)  # "First Last", written by another voice first
     look_alikes: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -222,7 +227,7 @@ class SessionGuard:
             return "relayed_contact"
         if self._reads_as_a_relayed_look_alike(text):
             return "look_alike_contact"
-        if self.relayed_names and _gives_a_relayed_name_a_role(text, self.relayed_names):
+        if (self.relayed_names or self.relayed_people) and self._gives_a_relayed_person_a_role(text):
             return "relayed_approver"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
@@ -252,6 +257,19 @@ class SessionGuard:
         if not self.look_alikes:
             return False
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
+
+    def _gives_a_relayed_person_a_role(self, text: str) -> bool:
+        """A relayed person, then an approval or access role after them in the same sentence: the person holds the
+        role ("Priya covers unlock approvals", "add Ryan Holt to the pickup list"), not whatever the sentence
+        approves. A person is relayed by first name when a relayed address's mailbox spells it, or by first and last
+        name when another voice wrote both before any speaker did."""
+        normal = normal_form(text).text
+        people = (_names(text) & self.relayed_names) | {person for person in self.relayed_people if person in text}
+        for person in people:
+            at = normal.find(person.casefold())
+            if at >= 0 and _APPROVER_ROLE.search(normal, at + len(person)):
+                return True
+        return False
 
     def _spoken_by_an_outsider(self, text: str, turn: int) -> bool:
         """Every line of the turn that holds the candidate is one an outsider speaks in a pasted transcript (a
@@ -356,6 +374,7 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_identifiers: set[str] = set()
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
+    speakers_people: set[str] = set()
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
@@ -370,6 +389,8 @@ def _read_voices(guard: SessionGuard) -> None:
         guard.voice_words |= _content_words(own)
         speakers_names |= _names(own) - guard.relayed_names
         guard.relayed_names |= set(_PERSON_NAME.findall(other)) - speakers_names
+        speakers_people |= set(_FULL_NAME.findall(own)) - guard.relayed_people
+        guard.relayed_people |= set(_FULL_NAME.findall(other)) - speakers_people
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
@@ -397,17 +418,6 @@ def _read_voices(guard: SessionGuard) -> None:
         for label in re.split(r"[./@:]+", contact)
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
-
-
-def _gives_a_relayed_name_a_role(text: str, relayed_names: set[str]) -> bool:
-    """A relayed name, then an approval or access role after it in the same sentence: the name holds the role
-    ("Priya covers unlock approvals"), not whatever the sentence approves."""
-    normal = normal_form(text).text
-    for name in _names(text) & relayed_names:
-        at = normal.find(name.casefold())
-        if at >= 0 and _APPROVER_ROLE.search(normal, at + len(name)):
-            return True
-    return False
 
 
 def _names(text: str) -> set[str]:
@@ -440,8 +450,14 @@ def _own_voice(content: str) -> str:
 
 
 def _turn_signals(turn: TurnLike) -> dict[str, float]:
-    fired = signals(turn.content)
-    if (turn.role not in SPEAKERS and turn.role != "assistant") or _PASTED.search(turn.content):
+    content = turn.content
+    outsiders = turn.role in SPEAKERS and _EXTERNAL_SPEAKER.search(content) is not None
+    if outsiders:
+        # An outsider's lines in a pasted transcript are judged as another voice, candidate by candidate: what
+        # they say does not taint the team's own lines around them.
+        content = _EXTERNAL_SPEAKER.sub("", content)
+    fired = signals(content)
+    if (turn.role not in SPEAKERS and turn.role != "assistant") or outsiders or _PASTED.search(content):
         fired["untrusted_source"] = UNTRUSTED_SOURCE
     return fired
 

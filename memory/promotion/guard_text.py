@@ -202,9 +202,14 @@ CONTROL = _any_of(
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
     # Being told first, in the other languages (English has "notifications").
     r"prevenir | me prevenir | avertir | m'avertir | prevenu | avisar\w* | avvisar\w* | benachrichtig\w* | "
-    r"bescheid (?:sagen|geben)"
+    r"bescheid (?:sagen|geben) | "
+    # Second factors, backups that cannot be deleted, and the change ticket a change waits for.
+    r"hardware[- ]?(?:security )?keys? | hardware-key | yubikeys? | security keys? | webauthn | fido2? | "
+    r"immutab\w* | object lock | retention lock | legal hold | worm"
 )
 RELAX = _any_of(
+    r"grace periods? | (?:periodo|plazo) de gracia | delai de grace | periodo di grazia | periodo de carencia | "
+    r"karenzzeit\w* | kulanzzeit\w* | nachfrist\w* | "
     r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
     r"silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
     r"disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
@@ -519,6 +524,10 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             rf"|\b{CHECK_VERB}\s+(?:\w+\s+)?(?:nicht|niet) (?:mehr|meer)\b"
             rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
             rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
+            # A change made without its ticket: "without a ticket", "da braucht es kein Ticket".
+            r"|\b(?:without|sin|sans|ohne|sem|senza)\s+(?:(?:a|an|any|un|una|um|uma|einen?)\s+)?(?:change\s+)?tickets?\b"
+            r"|\b(?:no|kein(?:e|en)?)\s+tickets?\s+(?:needed|required|necessary|notig|erforderlich)\b"
+            r"|\bbraucht\s+(?:es\s+)?kein(?:e|en)?\s+tickets?\b"
             # Passing a screen by, the screen right after ("in a sandbox without network access" keeps it).
             rf"|\b{PASS_BY}\s+(?:(?:the|a|an|any|o|el|la|le|les|die|den|das|der|il|lo)\s+)?{SCREEN}\b",
             _FLAGS,
