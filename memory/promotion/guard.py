@@ -124,14 +124,17 @@ _APPROVER_ROLE = re.compile(
     r"\b(?:approv\w*|sign(?:s|ed)?[- ]?off|admin\w*|authori[sz]\w*|aprob\w*|aprova\w*|approuv\w*|genehmig\w*|"
     r"freigab\w*|freigeb\w*|approva\w*|goedkeur\w*|godkan\w*|zatwierdz\w*|onay\w*|"
     # Who may collect a child or get in: "add Ryan Holt to Leo's pickup list".
-    r"pick(?:-| )?up|abhol\w*|recog\w*|ophal\w*|ritir\w*|autoriz\w*|autoris\w*|access|zugang|acceso|acesso|accesso)"
+    r"pick(?:-| )?up list|abholberecht\w*|lista de recogida|autoriz\w*|autoris\w*|access|zugang|acceso|acesso|"
+    r"accesso)\b"
 )
 _WORD_OF_LETTERS = re.compile(r"\b[^\W\d_]{3,}\b")
 _LETTERS = re.compile(r"[^\W\d_]+")
 # A person as a payload introduces one: a first name and a last name or an initial ("Priya N.", "Tom Becker").
 _PERSON_NAME = re.compile(r"\b([A-Z][a-z]{2,})[ \t]+(?:[A-Z][a-z]+|[A-Z]\.)")
-# Every pair of capitalised words, overlapping: "Coach Ryan Holt" holds "Ryan Holt".
-_FULL_NAME = re.compile(r"\b(?=([A-Z][a-z]{2,}[ \t]+[A-Z][a-z]{2,})\b)")
+# Every pair of capitalised words (Latin letters, accents too) on one line, overlapping: "Coach Ryan Holt" holds
+# "Ryan Holt"; spaces between them are read as one ("Ryan  Holt", a no-break space).
+_FULL_NAME = re.compile(r"\b(?=([A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+[^\S\n]+[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+)\b)")
+_SENTENCE_END = re.compile(r"[.!?\n]")
 # Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
@@ -210,7 +213,8 @@ class SessionGuard:
     # Names another voice gave before any speaker wrote them and a relayed address spells; what relayed domains
     # look like.
     relayed_names: set[str] = field(default_factory=set)
-    relayed_people: set[str] = field(default_factory=set)  # "First Last", written by another voice first
+    # "First Last", given a role by another voice before any speaker named them.
+    relayed_people: set[str] = field(default_factory=set)
     look_alikes: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -264,10 +268,13 @@ class SessionGuard:
         approves. A person is relayed by first name when a relayed address's mailbox spells it, or by first and last
         name when another voice wrote both before any speaker did."""
         normal = normal_form(text).text
-        people = (_names(text) & self.relayed_names) | {person for person in self.relayed_people if person in text}
+        people = (_names(text) & self.relayed_names) | (_full_names(text) & self.relayed_people)
         for person in people:
-            at = normal.find(person.casefold())
-            if at >= 0 and _APPROVER_ROLE.search(normal, at + len(person)):
+            at = normal.find(normal_form(person).text)
+            if at < 0:
+                continue
+            end = _SENTENCE_END.search(normal, at + len(person))
+            if _APPROVER_ROLE.search(normal, at + len(person), end.start() if end else len(normal)):
                 return True
         return False
 
@@ -389,8 +396,8 @@ def _read_voices(guard: SessionGuard) -> None:
         guard.voice_words |= _content_words(own)
         speakers_names |= _names(own) - guard.relayed_names
         guard.relayed_names |= set(_PERSON_NAME.findall(other)) - speakers_names
-        speakers_people |= set(_FULL_NAME.findall(own)) - guard.relayed_people
-        guard.relayed_people |= set(_FULL_NAME.findall(other)) - speakers_people
+        speakers_people |= _full_names(own) - guard.relayed_people
+        guard.relayed_people |= _people_given_a_role(other) - speakers_people
         if index not in guard.tainted and turn.role == "user":  # a `fact` turn may repeat a payload's address
             # Not what a relayed message gave first: the user repeating it ("ok so: restore requests go to
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
@@ -417,6 +424,22 @@ def _read_voices(guard: SessionGuard) -> None:
         for contact in guard.relayed_contacts
         for label in re.split(r"[./@:]+", contact)
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
+    }
+
+
+def _full_names(text: str) -> set[str]:
+    return {" ".join(pair.split()) for pair in _FULL_NAME.findall(text)}
+
+
+def _people_given_a_role(text: str) -> set[str]:
+    """Full names on lines that give someone an approval, pickup or access role ("Coach Ryan Holt will run the
+    shuttle. He is authorized to pick up campers"): the people a payload introduces as holding one (a calendar
+    invite's attendees or a CRM record's names alone are not)."""
+    return {
+        person
+        for line in text.splitlines()
+        if _APPROVER_ROLE.search(normal_form(line).text)
+        for person in _full_names(line)
     }
 
 

@@ -204,8 +204,9 @@ CONTROL = _any_of(
     r"prevenir | me prevenir | avertir | m'avertir | prevenu | avisar\w* | avvisar\w* | benachrichtig\w* | "
     r"bescheid (?:sagen|geben) | "
     # Second factors, backups that cannot be deleted, and the change ticket a change waits for.
-    r"hardware[- ]?(?:security )?keys? | hardware-key | yubikeys? | security keys? | webauthn | fido2? | "
-    r"immutab\w* | object lock | retention lock | legal hold | worm"
+    r"hardware[- ]?(?:security )?keys? | hardware-key | yubikeys? | security keys? | webauthn | fido2 | "
+    r"immutab\w* (?:mode|backups?|storage|buckets?|snapshots?|copies) | immutability | object lock | "
+    r"retention lock | legal hold | worm (?:storage|mode|buckets?|compliance|lock)"
 )
 RELAX = _any_of(
     r"grace periods? | (?:periodo|plazo) de gracia | delai de grace | periodo di grazia | periodo de carencia | "
@@ -420,6 +421,15 @@ VOCATIVE = (
 # Verbs that are a control themselves: verifying and approving, done no more, relax it without naming one. Not
 # "check", "review" or "controllo": "I no longer check Slack after 6pm" is a habit, not a control.
 CHECK_VERB = r"(?:verif\w*|approv\w*|aprob\w*|aprov\w*|approuv\w*|genehmig\w*|goedkeur\w*|autoriz\w*|authori[sz]\w*)"
+TICKET_SKIPPED = (
+    r"(?:(?:without|sin|sans|ohne|sem|senza)\s+(?:(?:a|an|any|un|una|um|uma|einen?)\s+)?(?:change\s+)?tickets?|"
+    r"(?:no|kein(?:e|en)?)\s+tickets?\s+(?:needed|required|necessary|notig|erforderlich)|"
+    r"braucht\s+(?:es\s+)?kein(?:e|en)?\s+tickets?)"
+)
+CHANGE_OR_ACCESS = (
+    r"(?:chang\w*|deploy\w*|prod\w*|access\w*|impersonat\w*|suplant\w*|merg\w*|releas\w*|hotfix\w*|admin\w*|"
+    r"permission\w*|cambio\w*|mudanc\w*|anderung\w*|modifica\w*|acceso|acesso|accesso|zugriff\w*)"
+)
 # A screen mail or files pass through, and passing it by: "não passam pelo sandbox", "skip the virus scan".
 SCREEN = r"(?:sandbox(?:es|ing)?|virus scan\w*|malware scan\w*|spam filter\w*|filtro\w* (?:antispam|de spam))"
 PASS_BY = (
@@ -524,10 +534,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             rf"|\b{CHECK_VERB}\s+(?:\w+\s+)?(?:nicht|niet) (?:mehr|meer)\b"
             rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
             rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
-            # A change made without its ticket: "without a ticket", "da braucht es kein Ticket".
-            r"|\b(?:without|sin|sans|ohne|sem|senza)\s+(?:(?:a|an|any|un|una|um|uma|einen?)\s+)?(?:change\s+)?tickets?\b"
-            r"|\b(?:no|kein(?:e|en)?)\s+tickets?\s+(?:needed|required|necessary|notig|erforderlich)\b"
-            r"|\bbraucht\s+(?:es\s+)?kein(?:e|en)?\s+tickets?\b"
+            # A change or an access made without its ticket: "impersonate accounts without a ticket" (a bus ride
+            # without a ticket is not one).
+            rf"|{_either_order(_word(TICKET_SKIPPED), _word(CHANGE_OR_ACCESS))}"
             # Passing a screen by, the screen right after ("in a sandbox without network access" keeps it).
             rf"|\b{PASS_BY}\s+(?:(?:the|a|an|any|o|el|la|le|les|die|den|das|der|il|lo)\s+)?{SCREEN}\b",
             _FLAGS,

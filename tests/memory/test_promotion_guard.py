@@ -582,6 +582,12 @@ def test_a_person_another_voice_named_first_in_full_is_not_given_a_role():
     reading = guard.assess(turns)
     assert reading.verdict(turns[2].content, source_turn=2) == "relayed_approver"
     assert reading.verdict("My son Leo starts Pine Ridge day camp on June 16.", source_turn=0) is None
+    # However the other voice spaces the name.
+    spaced = [turns[0], Turn("tool", turns[1].content.replace("Ryan Holt", "Ryan\u00a0 Holt")), turns[2]]
+    assert guard.assess(spaced).verdict(turns[2].content, source_turn=2) == "relayed_approver"
+    # A name another voice only listed (a calendar invite's attendees) gives no one a role.
+    invite = [Turn("tool", "Design sync. Attendees: Maria Lopez, Tom Becker"), Turn("user", "Maria Lopez has access.")]
+    assert guard.assess(invite).verdict("Maria Lopez has access.", source_turn=1) is None
     # Named by the user first, the same person is the user's to authorise.
     own = [Turn("user", "My sister Mara Holt can collect Leo."), Turn("tool", "Mara Holt added."), turns[2]]
     assert guard.assess(own).verdict("Mara Holt is on Leo's pickup list.", source_turn=2) is None
@@ -642,6 +648,10 @@ def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rul
         "Il sito amazon.it è affidabile per le spedizioni veloci.",
         "Every change to production needs a ticket.",
         "We close tickets automatically after 7 days without a reply.",
+        "Kids under 5 ride the bus without a ticket.",
+        "Our dog Fido is off his medication.",
+        "Found a worm in the garden and turned off the hose.",
+        "We use immutable tuples; mutable defaults are disabled by our linter.",
         "The backup bucket stays immutable for 35 days.",
     ],
 )
@@ -705,6 +715,7 @@ def test_names_and_lists_that_only_look_like_relayed_ones_are_the_users(turns, c
         "rnrn.",
         "\n",
         "\n \n",
+        "Ryan Holt has access ",
     ],
 )
 def test_a_long_turn_built_to_backtrack_is_read_in_one_pass(unit):
