@@ -210,11 +210,11 @@ class SessionGuard:
     session_identifiers: set[str] = field(default_factory=set)  # every turn's but the assistant's
     # Contacts that another voice or a tainted turn gave and the user never wrote in their own words.
     relayed_contacts: set[str] = field(default_factory=set)
-    # Names another voice gave before any speaker wrote them and a relayed address spells; what relayed domains
-    # look like.
+    # First names another voice gave before any speaker wrote them, spelt by a relayed address's mailbox.
     relayed_names: set[str] = field(default_factory=set)
     # "First Last", given a role by another voice before any speaker named them.
     relayed_people: set[str] = field(default_factory=set)
+    # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -266,7 +266,7 @@ class SessionGuard:
         """A relayed person, then an approval or access role after them in the same sentence: the person holds the
         role ("Priya covers unlock approvals", "add Ryan Holt to the pickup list"), not whatever the sentence
         approves. A person is relayed by first name when a relayed address's mailbox spells it, or by first and last
-        name when another voice wrote both before any speaker did."""
+        name when another voice gave them a role on a line of its own before any speaker named them."""
         normal = normal_form(text).text
         people = (_names(text) & self.relayed_names) | (_full_names(text) & self.relayed_people)
         for person in people:
