@@ -2,7 +2,11 @@
 the session context a memory inherits from the one written just before it.
 
     own(m)   = w * semantic(m) / max semantic  +  (1 - w) * keyword(m) / max keyword
-    score(m) = (own(m) + c * own(previous(m))) / (1 + c)          in [0, 1]
+    score(m) = (q(m) * own(m) + c * own(previous(m))) / (1 + c)   in [0, 1]
+
+q(m) is 1, or the question share when m is a question (its text ends with a question mark): a question matches a
+question in both lanes, yet holds its answer only rarely; the answer is the memory after it, which still inherits
+the question's whole own score.
 
 When the query names days, own(m) also weighs how close m's event days come to them (`memory.time_lane`):
 own(m) = (w * ... + (1 - w) * ... + t * time(m) / max time) / (1 + t).
@@ -33,6 +37,7 @@ class LaneScores:
     keyword: float | None  # keyword query coverage; None: holds none of the query's terms
     previous_id: uuid.UUID | None = None
     time: float | None = None  # closeness of its event days to the days the query names; None: it names none
+    asks: bool = False  # its text is a question (`memory.hybrid_lanes.AsksQuestion`)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class FusionWeights:
     semantic: float  # w: the semantic lane's share of a row's own score
     context: float  # c: the share inherited from the previous memory of the session
     time: float = 0.0  # t: the weight of the time lane, when the query names days
+    question: float = 1.0  # q: the share of its own score a question keeps in its own rank
 
 
 def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple[uuid.UUID, float]]:
@@ -72,5 +78,8 @@ def fuse(candidates: Iterable[LaneScores], weights: FusionWeights) -> list[tuple
         # A predecessor outside the candidates scored too low in both lanes to have been fetched: it adds nothing.
         return own.get(row.previous_id, 0.0) if row.previous_id is not None else 0.0
 
-    fused = [(row.id, (own[row.id] + weights.context * inherited(row)) / (1.0 + weights.context)) for row in rows]
+    def ranked_own(row: LaneScores) -> float:
+        return own[row.id] * weights.question if row.asks else own[row.id]
+
+    fused = [(row.id, (ranked_own(row) + weights.context * inherited(row)) / (1.0 + weights.context)) for row in rows]
     return sorted(fused, key=lambda pair: (-pair[1], str(pair[0])))

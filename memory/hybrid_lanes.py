@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When, Window
+from django.db.models import BooleanField, Case, F, FloatField, Func, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lag
 
 from loopmem.embedding import vector_index
@@ -57,6 +57,7 @@ class HybridPool:
     loaded: dict[uuid.UUID, Memory] = field(default_factory=dict)  # full rows a read already brought
     asked: tuple[DaySpan, ...] = ()  # the days the query names (memory.time_lane); none: no time lane
     time: dict[uuid.UUID, float] = field(default_factory=dict)  # closeness to them, every candidate, when asked
+    asking: set[uuid.UUID] = field(default_factory=set)  # the candidates whose text is a question
     lane_counts: dict[str, int] = field(default_factory=dict)
     recall_path: str | None = "exact"
     ann_iterative_scan: str | None = None
@@ -69,8 +70,11 @@ class HybridPool:
         distance: float | None,
         coverage: float | None,
         closeness: float | None = None,
+        asks: bool = False,
     ) -> None:
         self.session_of.setdefault(memory_id, session_id)
+        if asks:
+            self.asking.add(memory_id)
         if closeness is not None:
             self.time[memory_id] = float(closeness)
         if distance is not None:  # NULL: no vector of the query's model yet
@@ -86,6 +90,7 @@ class HybridPool:
                 keyword=self.keyword.get(memory_id),
                 previous_id=self.previous.get(memory_id),
                 time=self.time.get(memory_id, 0.0) if self.asked else None,
+                asks=memory_id in self.asking,
             )
             for memory_id in self.session_of
         ]
@@ -131,6 +136,7 @@ class _Light:
     distance: float | None
     coverage: float
     closeness: float | None  # None: the query names no day
+    asks: bool
 
 
 def _read_whole(
@@ -147,18 +153,19 @@ def _read_whole(
         held=keyword_lane.HeldTerms(terms),
         previous_id=_predecessor_in_session(),
         closeness=Closeness(asked) if asked else Value(None, output_field=FloatField()),
-    ).values_list("id", "source_session_id", "previous_id", "distance", "held", "closeness")
+        asks=AsksQuestion(),
+    ).values_list("id", "source_session_id", "previous_id", "distance", "held", "closeness", "asks")
     rows = session.values(light[: SMALL_SET + 1])
     if len(rows) > SMALL_SET:
         return None
     # Per distinct mask, not per row: a subject's rows share a handful of them.
-    masks = Counter(mask for *_, mask, _ in rows)
+    masks = Counter(row[4] for row in rows)
     holding = [sum(count for mask, count in masks.items() if mask >> n & 1) for n in range(len(terms))]
     keywords = keyword_lane.weigh(terms, rows=len(rows), holding=holding)
     coverage = {mask: keyword_lane.coverage(keywords, mask) for mask in masks}
     memories = [
-        _Light(memory_id, session_id, previous_id if session_id else None, distance, coverage[mask], closeness)
-        for memory_id, session_id, previous_id, distance, mask, closeness in rows
+        _Light(memory_id, session_id, previous_id if session_id else None, distance, coverage[mask], closeness, asks)
+        for memory_id, session_id, previous_id, distance, mask, closeness, asks in rows
     ]
     by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id.int))[:pool]
     by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id.int))[:pool]
@@ -167,12 +174,12 @@ def _read_whole(
     if asked:
         hybrid.lane_counts["time"] = len(by_time)
     for memory in [*by_meaning, *by_words, *by_time]:
-        hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness)
+        hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness, memory.asks)
     # Session context: the memory written just after each pooled one, in its session, among the candidates.
     pooled = set(hybrid.session_of)
     for memory in memories:
         if memory.previous_id in pooled:
-            hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness)
+            hybrid.add(memory.id, memory.session_id, memory.distance, memory.coverage, memory.closeness, memory.asks)
             hybrid.previous[memory.id] = memory.previous_id
     return hybrid
 
@@ -183,16 +190,23 @@ def _predecessor_in_session() -> Window:
     return Window(Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()])
 
 
-# Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool, pool): the keyword
-# lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every row either
-# lane ranks, with both ranks and the term statistics. Both rankings are top-N sorts of the one materialized scan.
+# A text is a question when its last character, trailing whitespace aside, is a question mark (Latin, full-width or
+# Arabic). Read from the text rather than stored: one comparison on a row the read has in hand.
+_ASKS_SQL = "(right(rtrim({text}, E' \\t\\r\\n'), 1) IN ('?', '\uff1f', '\u061f'))"
+
+
+# Over `candidates` (id, source_session_id, distance, held, text), with parameters (term count, pool, pool, pool):
+# the keyword lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every
+# row either lane ranks, with both ranks, the term statistics and whether it asks a question. Both rankings are
+# top-N sorts of the one materialized scan.
 _EXACT_POOL_SQL = f"""{keyword_lane.RANKING_CTES}
 , by_meaning AS (
     SELECT *, row_number() OVER () AS rank FROM (
         SELECT * FROM candidates WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %s
     ) nearest)
 SELECT id, coalesce(m.source_session_id, w.source_session_id), coalesce(m.distance, w.distance),
-       coalesce(m.held, w.held), m.rank, w.rank, {keyword_lane.STATISTICS_COLUMNS}
+       coalesce(m.held, w.held), m.rank, w.rank, {keyword_lane.STATISTICS_COLUMNS},
+       {_ASKS_SQL.format(text="coalesce(m.text, w.text)")}
 FROM by_meaning m FULL JOIN by_words w USING (id)
 """
 
@@ -204,19 +218,22 @@ def _read_exactly(
     embedding: QueryEmbedding,
     pool: int,
 ) -> tuple[HybridPool, keyword_lane.KeywordQuery | None]:
-    """One scan: every candidate scored in both lanes, kept when either lane ranks it in its best `pool`."""
+    """One scan: every candidate scored in both lanes, kept when either lane ranks it in its best `pool`.
+
+    Whether a row asks a question is read for the kept rows only: on every row of a full subject it cost as much as
+    the keyword lane's ranking."""
     light = (
         candidates.order_by()
         .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
-        .values_list("id", "source_session_id", "distance", "held")
+        .values_list("id", "source_session_id", "distance", "held", "text")
     )
     rows = session.values_over(light, _EXACT_POOL_SQL, [len(terms), pool, pool, pool])
     keywords = keyword_lane.weights_from(terms, rows[0][6], rows[0][7]) if rows and terms else None
     by_meaning = sorted((row for row in rows if row[4] is not None), key=lambda row: int(row[4]))
     by_words = sorted((row for row in rows if row[5] is not None), key=lambda row: int(row[5]))
     hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
-    for memory_id, session_id, distance, mask, *_ in [*by_meaning, *by_words]:
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    for memory_id, session_id, distance, mask, *_, asks in [*by_meaning, *by_words]:
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), asks=asks)
     return hybrid, keywords
 
 
@@ -245,11 +262,11 @@ def _read_lane_by_lane(
     ids = list({hit.memory.id for hit in by_meaning.hits} | {memory_id for memory_id, _ in by_words})
     figures = (
         candidates.filter(id__in=ids)
-        .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
-        .values_list("id", "source_session_id", "distance", "held")
+        .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms), asks=AsksQuestion())
+        .values_list("id", "source_session_id", "distance", "held", "asks")
     )
-    for memory_id, session_id, distance, mask in session.values(figures):
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    for memory_id, session_id, distance, mask, asks in session.values(figures):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), asks=asks)
     return hybrid, keywords
 
 
@@ -268,15 +285,20 @@ def _add_time_lane(
     terms = list(keywords.weights) if keywords is not None else []
     closest = (
         candidates.filter(TouchesDays(asked))
-        .annotate(closeness=Closeness(asked), distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
+        .annotate(
+            closeness=Closeness(asked),
+            distance=distance_to(embedding),
+            held=keyword_lane.HeldTerms(terms),
+            asks=AsksQuestion(),
+        )
         .order_by("-closeness", "id")
-        .values_list("id", "source_session_id", "distance", "held", "closeness")[:pool]
+        .values_list("id", "source_session_id", "distance", "held", "closeness", "asks")[:pool]
     )
     pooled = list(hybrid.session_of)
     rows = session.values(closest)
     hybrid.lane_counts["time"] = len(rows)
-    for memory_id, session_id, distance, mask, closeness in rows:
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness)
+    for memory_id, session_id, distance, mask, closeness, asks in rows:
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness, asks)
     others = [memory_id for memory_id in pooled if memory_id not in hybrid.time]
     if others:
         figures = candidates.filter(id__in=others).annotate(closeness=Closeness(asked)).values_list("id", "closeness")
@@ -306,12 +328,13 @@ def _add_session_context(
             distance=distance_to(embedding),
             held=keyword_lane.HeldTerms(list(keywords.weights) if keywords is not None else []),
             closeness=Closeness(hybrid.asked) if hybrid.asked else Value(None, output_field=FloatField()),
+            asks=AsksQuestion(),
         )
         .filter(previous_id__in=list(hybrid.session_of))
-        .values_list("id", "source_session_id", "distance", "held", "previous_id", "closeness")
+        .values_list("id", "source_session_id", "distance", "held", "previous_id", "closeness", "asks")
     )
-    for memory_id, session_id, distance, mask, previous_id, closeness in session.values(following):
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness)
+    for memory_id, session_id, distance, mask, previous_id, closeness, asks in session.values(following):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), closeness, asks)
         hybrid.previous[memory_id] = previous_id
 
 
@@ -324,6 +347,16 @@ def load_rows(
     if missing:
         hybrid.loaded.update((row.id, row) for row in session.fetch(candidates.filter(id__in=missing)))
     return {memory_id: hybrid.loaded[memory_id] for memory_id in ids if memory_id in hybrid.loaded}
+
+
+class AsksQuestion(Func):
+    """The memory's text is a question (`_ASKS_SQL`)."""
+
+    template = _ASKS_SQL.format(text="%(expressions)s")
+    output_field = BooleanField()
+
+    def __init__(self) -> None:
+        super().__init__(F("text"))
 
 
 def distance_to(embedding: QueryEmbedding) -> Case:

@@ -137,6 +137,7 @@ def _weights() -> fusion.FusionWeights:
         semantic=settings.RECALL_HYBRID_SEMANTIC_WEIGHT,
         context=settings.RECALL_HYBRID_CONTEXT_WEIGHT,
         time=settings.RECALL_HYBRID_TIME_WEIGHT,
+        question=settings.RECALL_HYBRID_QUESTION_SHARE,
     )
 
 

@@ -317,10 +317,12 @@ HNSW_MAX_SCAN_TUPLES = env_int("LOOPMEM_HNSW_MAX_SCAN_TUPLES", 20_000)
 # (complete by construction); above it, HNSW with the subject inside an iterative scan, verified filled.
 RECALL_EXACT_MAX_ROWS = env_int("LOOPMEM_RECALL_EXACT_MAX_ROWS", 10_000)
 # Hybrid memory recall (memory.fusion, docs/quality.md): the semantic lane's share of a row's own score (the
-# keyword lane has the rest), and the share a row inherits from the memory written just before it in its session.
+# keyword lane has the rest), the share a row inherits from the memory written just before it in its session, the
+# time lane's weight, and the share of its own score a question keeps in its own rank (its answer inherits all of it).
 RECALL_HYBRID_SEMANTIC_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_SEMANTIC_WEIGHT", 0.5)
 RECALL_HYBRID_CONTEXT_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_CONTEXT_WEIGHT", 0.3)
 RECALL_HYBRID_TIME_WEIGHT = env_float("LOOPMEM_RECALL_HYBRID_TIME_WEIGHT", 0.5)
+RECALL_HYBRID_QUESTION_SHARE = env_float("LOOPMEM_RECALL_HYBRID_QUESTION_SHARE", 0.6)
 
 # --- Knowledge (articles, search, novelty gate, retrieval metrics) --------------------------------------
 # Novelty gate (reference §3.5, §4.10): similarity to the nearest visible active article, 1 - cosine distance.

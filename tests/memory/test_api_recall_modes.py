@@ -7,6 +7,7 @@ import pytest
 from loopmem.embedding import embedders
 from loopmem.errors import InvalidProjectId
 from loopmem.tenancy.services import tenant_set_provider
+from memory import hybrid_lanes
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -284,3 +285,43 @@ def test_a_memory_forgotten_between_the_lanes_and_the_page_load_is_left_out(agen
     assert forgotten
     assert body["data"]
     assert forgotten[0] not in [hit["memory"]["id"] for hit in body["data"]]
+
+
+@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+def test_a_question_is_ranked_at_its_share_and_its_answer_inherits_all_of_it(agent, read, monkeypatch, settings):
+    question = remember(agent, "Which office does Dana Whitfield work from?", source_session_id="s1")
+    answer = remember(agent, "Lisbon, on the second floor.", source_session_id="s1")
+    for n in range(6):
+        remember(agent, f"garden note {n}: the tomatoes need water", source_session_id="s2")
+    embed_pending()
+    if read != "whole":
+        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    if read == "lane_by_lane":
+        settings.RECALL_EXACT_MAX_ROWS = 0
+    hits = {hit["memory"]["id"]: hit for hit in recall(agent, question["text"], mode="hybrid")["data"]}
+    share, context = settings.RECALL_HYBRID_QUESTION_SHARE, settings.RECALL_HYBRID_CONTEXT_WEIGHT
+    assert share < 1
+    # The query is the question's own text: it is the best row of both lanes, its own score 1.
+    assert hits[question["id"]]["scores"]["keyword"] == pytest.approx(1.0)
+    assert hits[question["id"]]["score"] == pytest.approx(share / (1 + context))
+    best_semantic = max(hit["scores"]["semantic"] for hit in hits.values())
+    figures = hits[answer["id"]]["scores"]
+    own = 0.5 * figures["semantic"] / best_semantic + 0.5 * (figures["keyword"] or 0.0)
+    assert hits[answer["id"]]["score"] == pytest.approx((own + context * 1.0) / (1 + context))
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Where do we keep the spare keys?", True),
+        ("Where do we keep the spare keys?  \n", True),  # trailing whitespace aside
+        ("鍵はどこですか\uff1f", True),  # full-width
+        ("أين المفاتيح؟", True),  # Arabic
+        ("Is it the blue drawer? Yes, the blue drawer.", False),  # asked and answered
+        ("The keys are in the blue drawer.", False),
+    ],
+)
+def test_a_memory_asks_a_question_when_its_text_ends_with_a_question_mark(agent, text, asks):
+    remember(agent, text)
+    [flag] = Memory.objects.filter(text=text).annotate(asks=hybrid_lanes.AsksQuestion()).values_list("asks", flat=True)
+    assert flag is asks

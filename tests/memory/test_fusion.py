@@ -70,3 +70,15 @@ def test_scores_stay_in_the_unit_interval_and_ties_break_by_id():
 def test_no_lane_scores_at_all_is_zero_not_an_error():
     assert fuse([LaneScores(A, semantic=0.0, keyword=None)], EQUAL) == [(A, 0.0)]
     assert fuse([], EQUAL) == []
+
+
+def test_a_question_keeps_only_its_share_in_its_own_rank_and_passes_all_of_it_on():
+    weights = FusionWeights(semantic=0.5, context=0.3, question=0.6)
+    question = LaneScores(A, semantic=0.8, keyword=1.0, asks=True)
+    answer = LaneScores(B, semantic=0.6, keyword=None, previous_id=A)
+    scores = _scores([question, answer], weights)
+    assert scores[A] == pytest.approx(0.6 * 1.0 / 1.3)
+    assert scores[B] == pytest.approx((0.5 * 0.6 / 0.8 + 0.3 * 1.0) / 1.3)  # the question's whole own score
+    assert scores[B] > scores[A]
+    # The default share is 1: a question is ranked like any other memory.
+    assert _scores([question, answer], FusionWeights(semantic=0.5, context=0.3))[A] == pytest.approx(1.0 / 1.3)
