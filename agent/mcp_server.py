@@ -85,7 +85,9 @@ Mode = Annotated[
     RecallMode,
     Field(
         description="hybrid (default): by meaning and by the exact words, names and codes you type, and finds a "
-        "memory the moment it is written; semantic: by meaning only; keyword: by the words only."
+        "memory the moment it is written; deep: hybrid, then the memories that share names and terms with its best "
+        "hits (for questions whose answer spans several memories; slower); semantic: by meaning only; keyword: by "
+        "the words only."
     ),
 ]
 

@@ -20,7 +20,7 @@ from email.message import Message
 from typing import Any, Literal
 
 JSONObject = dict[str, Any]
-RecallMode = Literal["semantic", "keyword", "hybrid"]
+RecallMode = Literal["semantic", "keyword", "hybrid", "deep"]
 # Our own surfaces lead (DESIGN §11): the client recalls memories by meaning and by what was typed, fused, and finds
 # a memory the moment it is written. The HTTP API's default stays `semantic`; pass mode="semantic" for it.
 DEFAULT_RECALL_MODE: RecallMode = "hybrid"

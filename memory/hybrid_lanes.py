@@ -58,6 +58,7 @@ class HybridPool:
     asked: tuple[DaySpan, ...] = ()  # the days the query names (memory.time_lane); none: no time lane
     time: dict[uuid.UUID, float] = field(default_factory=dict)  # closeness to them, every candidate, when asked
     asking: set[uuid.UUID] = field(default_factory=set)  # the candidates whose text is a question
+    keywords: keyword_lane.KeywordQuery | None = None  # the query's term weights over the candidates
     lane_counts: dict[str, int] = field(default_factory=dict)
     recall_path: str | None = "exact"
     ann_iterative_scan: str | None = None
@@ -122,6 +123,7 @@ def read_pool(
         hybrid, keywords = _read_exactly(session, candidates, terms, embedding, pool)
     else:
         hybrid, keywords = _read_lane_by_lane(session, scope, candidates, terms, embedding, pool, filters)
+    hybrid.keywords = keywords
     if asked:
         _add_time_lane(session, candidates, hybrid, keywords, embedding, tuple(asked), pool)
     _add_session_context(session, candidates, hybrid, keywords, embedding)
@@ -170,7 +172,9 @@ def _read_whole(
     by_meaning = sorted((m for m in memories if m.distance is not None), key=lambda m: (m.distance, m.id.int))[:pool]
     by_words = sorted((m for m in memories if m.coverage > 0), key=lambda m: (-m.coverage, m.id.int))[:pool]
     by_time = sorted((m for m in memories if m.closeness), key=lambda m: (-(m.closeness or 0.0), m.id.int))[:pool]
-    hybrid = HybridPool(asked=tuple(asked), lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
+    hybrid = HybridPool(
+        asked=tuple(asked), lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)}, keywords=keywords
+    )
     if asked:
         hybrid.lane_counts["time"] = len(by_time)
     for memory in [*by_meaning, *by_words, *by_time]:

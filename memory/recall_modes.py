@@ -1,5 +1,6 @@
 """Memory recall by mode: `semantic` (by meaning; `memory.selectors.memory_recall`), `keyword` (what
-was typed; `memory.keyword_lane`) and `hybrid` (both, fused; `memory.fusion`).
+was typed; `memory.keyword_lane`), `hybrid` (both, fused; `memory.fusion`) and `deep` (hybrid, then a second hop
+to the memories that complete its best hits; `memory.second_hop`).
 
 Keyword and hybrid read every lane inside one guarded, (tenant, subject) scoped heavy-read session, from the one
 candidate set every lane shares (`memory.candidates`). The keyword lane needs no embedding, so a memory is found
@@ -8,7 +9,7 @@ embedded, hybrid degrades to the keyword lane (`fallback`, the reason tag, `lane
 
 Hybrid, step by step (`memory.hybrid_lanes`): each lane's best `lane_pool(k)` candidates, every one scored in both
 lanes; the memory written just after each in its session joins them, scored the same way; `memory.fusion` ranks
-them; the page is cut at k and only its memories are loaded.
+them; deep reranks them after its hop; the page is cut at k and only its memories are loaded.
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ from loopmem.embedding.embedders import EmbeddingFailure, QueryEmbedding
 from loopmem.models import Tenant
 from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
-from memory import fusion, hybrid_lanes, keyword_lane, time_lane
+from memory import fusion, hybrid_lanes, keyword_lane, second_hop, time_lane
 from memory.candidates import recall_candidates
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import RecallHit, RecallResult, memory_recall, recall_k
 from memory.separation_grade import GRADE_DEPTH, separation_grade
 
-RecallMode = Literal["semantic", "keyword", "hybrid"]
-RECALL_MODES: tuple[RecallMode, ...] = ("semantic", "keyword", "hybrid")
+RecallMode = Literal["semantic", "keyword", "hybrid", "deep"]
+RECALL_MODES: tuple[RecallMode, ...] = ("semantic", "keyword", "hybrid", "deep")
 DEFAULT_MODE: RecallMode = "semantic"  # the HTTP default: the reference's envelope, byte for byte
 # Each lane's pool only chooses the candidates: every candidate is scored exactly by both lanes, so a pool of 10 to
 # 100 gave the same evaluation figures (docs/quality.md); 20 keeps the reads small.
@@ -62,7 +63,7 @@ def memory_recall_in_mode(
             include_superseded=include_superseded,
             filters=filters,
         )
-    embedding = embedders.embed_query(tenant, query) if mode == "hybrid" else None
+    embedding = embedders.embed_query(tenant, query) if mode in ("hybrid", "deep") else None
     return recall_lanes(
         scope=scope,
         query=query,
@@ -80,11 +81,11 @@ def recall_lanes(
     query: str,
     k: int,
     include_superseded: bool,
-    mode: Literal["keyword", "hybrid"],
+    mode: Literal["keyword", "hybrid", "deep"],
     embedding: QueryEmbedding | EmbeddingFailure | None,
     filters: MemoryFilters | None = None,
 ) -> RecallResult:
-    """Keyword or hybrid recall; `embedding` is the caller's attempt at embedding `query` (hybrid only)."""
+    """Keyword, hybrid or deep recall; `embedding` is the caller's attempt at embedding `query` (hybrid and deep)."""
     candidates = recall_candidates(scope, include_superseded=include_superseded, filters=filters)
     with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
@@ -94,11 +95,12 @@ def recall_lanes(
             if isinstance(embedding, EmbeddingFailure):
                 result.fallback, result.reason, result.lane_lost = True, embedding.tag, "semantic"
             return result
+        terms = keyword_lane.query_terms(query)
         hybrid = hybrid_lanes.read_pool(
             session,
             scope=scope,
             candidates=candidates,
-            terms=keyword_lane.query_terms(query),
+            terms=terms,
             embedding=embedding,
             pool=lane_pool(k),
             include_superseded=include_superseded,
@@ -106,6 +108,10 @@ def recall_lanes(
             asked=time_lane.asked_spans(query),
         )
         ranked = fusion.fuse(hybrid.lanes(), _weights())
+        if mode == "deep":
+            ranked = second_hop.rerank(
+                session, candidates, hybrid, ranked, query_terms=terms, embedding=embedding, weights=_weights()
+            )
         page = ranked[:k]
         memories = hybrid_lanes.load_rows(session, candidates, hybrid, [memory_id for memory_id, _ in page])
         page = [(memory_id, score) for memory_id, score in page if memory_id in memories]

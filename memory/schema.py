@@ -247,7 +247,9 @@ RECALL_META = inline_serializer(
         "recall_path": serializers.ChoiceField(choices=["exact", "ann"], required=False),
         "ann_iterative_scan": serializers.CharField(required=False, help_text="only when the ANN index ran"),
         "ann_iterative_scan_reason": serializers.CharField(required=False),
-        "mode": serializers.ChoiceField(choices=["keyword", "hybrid"], required=False, help_text="keyword, hybrid"),
+        "mode": serializers.ChoiceField(
+            choices=["keyword", "hybrid", "deep"], required=False, help_text="keyword, hybrid, deep"
+        ),
         "lane_counts": serializers.DictField(child=serializers.IntegerField(), required=False),
         "answer_confidence": serializers.CharField(required=False, allow_null=True),
         "lane_lost": serializers.CharField(required=False),

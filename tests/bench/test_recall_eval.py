@@ -158,7 +158,7 @@ def test_every_mode_kind_and_k_is_scored_and_the_scratch_tenant_is_gone(tmp_path
     assert (result["embedder"], result["memories"], result["conversations"]) == ("local", 5, 2)
     assert result["split"] == "all"
     assert result["questions"] == {"identifier": 1, "no_answer": 1, "temporal": 1}
-    assert set(result["modes"]) == {"semantic", "keyword", "hybrid"}
+    assert set(result["modes"]) == {"semantic", "keyword", "hybrid", "deep"}
     for mode, figures in result["modes"].items():
         assert set(figures["by_kind"]) == {"identifier", "temporal"}  # no_answer has no evidence to find
         assert set(figures["overall"]) == {"@1", "@3"}

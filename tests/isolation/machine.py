@@ -33,7 +33,7 @@ from tests.isolation import world as w
 
 SESSIONS = ("s1", "s2", "s3")  # the same session ids in every scope: history and context must still not cross
 TAGS = ("ops", "db")
-MODES = ("semantic", "keyword", "hybrid")
+MODES = ("semantic", "keyword", "hybrid", "deep")
 SEARCH_MODES = ("keyword", "semantic", "combined")
 # A 503 with one of these codes is the documented answer of a degraded dependency, not a server error.
 DEGRADED_503 = {"embedding_unavailable", "gate_unavailable"}

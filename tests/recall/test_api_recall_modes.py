@@ -100,7 +100,7 @@ def test_an_unknown_mode_is_422(agent, mode):
     response = agent.post("/api/v1/recall", {"query": "x", "mode": mode}, format="json")
     assert response.status_code == 422
     assert response.json() == error(
-        422, "validation_failed", "Validation failed", {"mode": ["must be one of semantic, keyword, hybrid"]}
+        422, "validation_failed", "Validation failed", {"mode": ["must be one of semantic, keyword, hybrid, deep"]}
     )
 
 

@@ -27,7 +27,7 @@ class Command(OperatorCommand):
     )
 
     def add_command_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--mode", default="semantic,keyword,hybrid", help="comma-separated recall modes")
+        parser.add_argument("--mode", default="semantic,keyword,hybrid,deep", help="comma-separated recall modes")
         parser.add_argument("--k", default="5,10,20", help="comma-separated cut-offs (1..100)")
         parser.add_argument("--dataset", type=Path, default=recall_eval.DATASET, help="a dataset of the same shape")
         parser.add_argument(

@@ -1,0 +1,117 @@
+"""Deep recall's second hop: the memories that complete what hybrid recall found first.
+
+A question whose answer spans several memories ("which office does the person who replaced Amara's manager work
+from?") finds the first part by its own words; the other parts share words with that first part (a name, a flight
+number, a ticket), not with the question. So, after hybrid's fusion:
+
+1. the best SEEDS hits are the seeds; their terms (lexemes, each seed's in the order its text says them, the
+   query's own left out, at most `keyword_lane.MAX_QUERY_TERMS`) are the hop's query;
+2. the keyword lane ranks the subject's candidates by that query, exactly and in one statement, as it ranks any
+   query (`keyword_lane.rank_by_words`: BM25 weights over the candidates, coverage in [0, 1]); its best HOP_POOL
+   rows are the linked ones, and those not pooled yet join the pool, scored in every lane (one more read);
+3. every pooled row is fused again, and a linked row's score is multiplied by (1 + HOP_WEIGHT * link), then
+   divided by (1 + HOP_WEIGHT) so that scores stay in [0, 1].
+
+Bounded: two reads beyond hybrid's (the seeds' terms, then the hop's ranking, and the rows it adds), never a walk.
+The seeds themselves stay where hybrid put them unless a linked row outranks them. Its constants were chosen on the
+dev split of `recall_eval` (docs/quality.md, "Deep recall").
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from django.contrib.postgres.fields import ArrayField
+from django.db.models import F, FloatField, Func, QuerySet, TextField, Value
+
+from loopmem.embedding.embedders import QueryEmbedding
+from loopmem.reads import scoped
+from memory import fusion, keyword_lane
+from memory.hybrid_lanes import AsksQuestion, HybridPool, distance_to
+from memory.models import Memory
+from memory.time_lane import Closeness
+
+SEEDS = 4  # dev plateau: 3 to 5 seeds
+HOP_POOL = 20  # the linked rows: a hybrid lane's pool
+HOP_WEIGHT = 3.0  # dev plateau 3 to 4; 5 lost single-evidence questions
+
+
+class _TermsInOrder(Func):
+    """The lexemes of the row's text-search vector, in the order the text first says them."""
+
+    template = "ARRAY(SELECT lexeme FROM unnest(%(expressions)s) ORDER BY positions[1], lexeme)"
+    output_field = ArrayField(TextField())
+
+    def __init__(self) -> None:
+        super().__init__(F("search_vector"))
+
+
+def rerank(
+    session: scoped.ScopedSession,
+    candidates: QuerySet[Memory],
+    hybrid: HybridPool,
+    ranked: list[tuple[uuid.UUID, float]],
+    *,
+    query_terms: Sequence[str],
+    embedding: QueryEmbedding,
+    weights: fusion.FusionWeights,
+) -> list[tuple[uuid.UUID, float]]:
+    """`ranked` (hybrid's fusion of `hybrid`) after the second hop, best first, ties by id."""
+    terms = _seed_terms(session, candidates, [memory_id for memory_id, _ in ranked[:SEEDS]], set(query_terms))
+    hop_keywords, linked = keyword_lane.rank_by_words(session, candidates, terms, HOP_POOL)
+    hybrid.lane_counts["hop"] = len(linked)
+    if not linked:
+        return ranked
+    link = {memory_id: keyword_lane.coverage(hop_keywords, mask) for memory_id, mask in linked}
+    _add_rows(
+        session, candidates, hybrid, [memory_id for memory_id in link if memory_id not in hybrid.session_of], embedding
+    )
+    boosted = [
+        (memory_id, score * (1.0 + HOP_WEIGHT * link.get(memory_id, 0.0)) / (1.0 + HOP_WEIGHT))
+        for memory_id, score in fusion.fuse(hybrid.lanes(), weights)
+    ]
+    return sorted(boosted, key=lambda pair: (-pair[1], str(pair[0])))
+
+
+def _seed_terms(
+    session: scoped.ScopedSession, candidates: QuerySet[Memory], seeds: list[uuid.UUID], asked: set[str]
+) -> list[str]:
+    """The seeds' lexemes, best seed first and each in text order, without the query's; at most MAX_QUERY_TERMS."""
+    if not seeds:
+        return []
+    rows = dict(
+        session.values(candidates.filter(id__in=seeds).annotate(terms=_TermsInOrder()).values_list("id", "terms"))
+    )
+    terms: list[str] = []
+    for seed in seeds:
+        for term in rows.get(seed) or []:
+            if term not in asked and term not in terms:
+                terms.append(term)
+    return terms[: keyword_lane.MAX_QUERY_TERMS]
+
+
+def _add_rows(
+    session: scoped.ScopedSession,
+    candidates: QuerySet[Memory],
+    hybrid: HybridPool,
+    ids: list[uuid.UUID],
+    embedding: QueryEmbedding,
+) -> None:
+    """The linked rows hybrid had not pooled, scored in every lane of the query. They join without session context:
+    their predecessors were not pooled (or they would have joined as successors), so there is nothing to inherit."""
+    if not ids:
+        return
+    terms = list(hybrid.keywords.weights) if hybrid.keywords is not None else []
+    figures = (
+        candidates.filter(id__in=ids)
+        .annotate(
+            distance=distance_to(embedding),
+            held=keyword_lane.HeldTerms(terms),
+            closeness=Closeness(hybrid.asked) if hybrid.asked else Value(None, output_field=FloatField()),
+            asks=AsksQuestion(),
+        )
+        .values_list("id", "source_session_id", "distance", "held", "closeness", "asks")
+    )
+    for memory_id, session_id, distance, mask, closeness, asks in session.values(figures):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(hybrid.keywords, mask), closeness, asks)
