@@ -108,6 +108,9 @@ def recall_lanes(
             asked=time_lane.asked_spans(query),
         )
         ranked = fusion.fuse(hybrid.lanes(), _weights())
+        # The verdict reads hybrid's fusion: the hop lifts its seeds by their own terms, so deep's scores would make
+        # nearly every top hit stand out.
+        grade = separation_grade([score for _, score in ranked])
         if mode == "deep":
             ranked = second_hop.rerank(
                 session, candidates, hybrid, ranked, query_terms=terms, embedding=embedding, weights=_weights()
@@ -133,7 +136,7 @@ def recall_lanes(
         ann_iterative_scan_reason=hybrid.ann_iterative_scan_reason,
         mode=mode,
         lane_counts=hybrid.lane_counts,
-        separation_grade=separation_grade([score for _, score in ranked]),
+        separation_grade=grade,
         asked_days=[(span.start, span.end) for span in hybrid.asked] or None,
     )
 

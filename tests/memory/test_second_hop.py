@@ -80,3 +80,16 @@ def test_without_seed_terms_deep_is_hybrid(agent):
         (h["memory"]["id"], h["score"]) for h in hybrid["data"]
     ]
     assert deep["meta"]["lane_counts"]["hop"] == 0
+
+
+def test_deep_gives_the_answer_confidence_of_hybrids_fusion(agent):
+    # Twelve alike notes: nothing stands out. The hop would lift its seeds by their own words and make one seem to.
+    for n, word in enumerate(
+        ["apple", "birch", "cedar", "daisy", "elder", "fern", "gorse", "hazel", "iris", "juniper", "kale", "lilac"]
+    ):
+        remember(agent, f"office note {n} about {word}")
+    embed_pending()
+    hybrid, deep = (recall(agent, "office note", mode=mode)["meta"] for mode in ("hybrid", "deep"))
+    assert hybrid["answer_confidence"] == "low"
+    assert deep["answer_confidence"] == "low"
+    assert deep["lane_counts"]["hop"] > 0
