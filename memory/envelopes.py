@@ -52,12 +52,13 @@ class LaneScoresData(TypedDict):
     semantic: float | None
     keyword: float | None
     time: NotRequired[float]  # only when the query names days
+    hop: NotRequired[float]  # deep mode only
 
 
 class RecallHitData(TypedDict):
     memory: dict[str, Any]
     score: float | None
-    scores: NotRequired[LaneScoresData]  # keyword and hybrid modes only
+    scores: NotRequired[LaneScoresData]  # keyword, hybrid and deep modes only
 
 
 class RecallEnvelope(TypedDict):
@@ -68,9 +69,10 @@ class RecallEnvelope(TypedDict):
 def recall(result: RecallResult) -> RecallEnvelope:
     """{data: [{memory, score}], meta} (reference §2.2); ann_iterative_scan only when the ANN index ran.
 
-    The semantic mode answers exactly the reference's envelope. Keyword and hybrid add each hit's lane `scores`
-    and `meta.mode`, `lane_counts`, `answer_confidence` (the separation grade: memory.separation_grade) and, when a
-    lane could not run, `lane_lost`; a hybrid query that names days adds `meta.asked_days` and each hit's `time`.
+    The semantic mode answers exactly the reference's envelope. Keyword, hybrid and deep add each hit's lane
+    `scores` and `meta.mode`, `lane_counts`, `answer_confidence` (the separation grade: memory.separation_grade)
+    and, when a lane could not run, `lane_lost`; a hybrid or deep query that names days adds `meta.asked_days` and
+    each hit's `time`; deep adds each hit's `hop`.
     """
     memories = [memory_data(hit.memory) for hit in result.hits]
     lanes = result.mode != "semantic"
@@ -146,4 +148,6 @@ def _hit(memory: dict[str, Any], hit: RecallHit, *, with_lanes: bool) -> RecallH
     scores: LaneScoresData = {"semantic": hit.semantic, "keyword": hit.keyword}
     if hit.time is not None:
         scores["time"] = hit.time
+    if hit.hop is not None:
+        scores["hop"] = hit.hop
     return {"memory": memory, "score": hit.score, "scores": scores}

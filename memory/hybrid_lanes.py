@@ -59,6 +59,9 @@ class HybridPool:
     time: dict[uuid.UUID, float] = field(default_factory=dict)  # closeness to them, every candidate, when asked
     asking: set[uuid.UUID] = field(default_factory=set)  # the candidates whose text is a question
     keywords: keyword_lane.KeywordQuery | None = None  # the query's term weights over the candidates
+    hop: dict[uuid.UUID, float] = field(
+        default_factory=dict
+    )  # deep recall: each linked row's share of the seeds' terms
     lane_counts: dict[str, int] = field(default_factory=dict)
     recall_path: str | None = "exact"
     ann_iterative_scan: str | None = None
@@ -194,23 +197,17 @@ def _predecessor_in_session() -> Window:
     return Window(Lag("id"), partition_by=[F("source_session_id")], order_by=[F("inserted_at").asc(), F("id").asc()])
 
 
-# A text is a question when its last character, trailing whitespace aside, is a question mark (Latin, full-width or
-# Arabic). Read from the text rather than stored: one comparison on a row the read has in hand.
-_ASKS_SQL = "(right(rtrim({text}, E' \\t\\r\\n'), 1) IN ('?', '\uff1f', '\u061f'))"
-
-
-# Over `candidates` (id, source_session_id, distance, held, text), with parameters (term count, pool, pool, pool):
-# the keyword lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every
-# row either lane ranks, with both ranks, the term statistics and whether it asks a question. Both rankings are
-# top-N sorts of the one materialized scan.
+# Over `candidates` (id, source_session_id, distance, held), with parameters (term count, pool, pool, pool): the
+# keyword lane's ranking (keyword_lane.RANKING_CTES), the vector lane's `pool` nearest (ties by id), and every row
+# either lane ranks, with both ranks and the term statistics. Both rankings are top-N sorts of the one materialized
+# scan.
 _EXACT_POOL_SQL = f"""{keyword_lane.RANKING_CTES}
 , by_meaning AS (
     SELECT *, row_number() OVER () AS rank FROM (
         SELECT * FROM candidates WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %s
     ) nearest)
 SELECT id, coalesce(m.source_session_id, w.source_session_id), coalesce(m.distance, w.distance),
-       coalesce(m.held, w.held), m.rank, w.rank, {keyword_lane.STATISTICS_COLUMNS},
-       {_ASKS_SQL.format(text="coalesce(m.text, w.text)")}
+       coalesce(m.held, w.held), m.rank, w.rank, {keyword_lane.STATISTICS_COLUMNS}
 FROM by_meaning m FULL JOIN by_words w USING (id)
 """
 
@@ -224,20 +221,23 @@ def _read_exactly(
 ) -> tuple[HybridPool, keyword_lane.KeywordQuery | None]:
     """One scan: every candidate scored in both lanes, kept when either lane ranks it in its best `pool`.
 
-    Whether a row asks a question is read for the kept rows only: on every row of a full subject it cost as much as
-    the keyword lane's ranking."""
+    Whether a row asks a question is read afterwards, for the kept rows only: on every row of a full subject it cost
+    as much as the keyword lane's ranking, and carrying every row's text through the scan would cost memory."""
     light = (
         candidates.order_by()
         .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms))
-        .values_list("id", "source_session_id", "distance", "held", "text")
+        .values_list("id", "source_session_id", "distance", "held")
     )
     rows = session.values_over(light, _EXACT_POOL_SQL, [len(terms), pool, pool, pool])
     keywords = keyword_lane.weights_from(terms, rows[0][6], rows[0][7]) if rows and terms else None
     by_meaning = sorted((row for row in rows if row[4] is not None), key=lambda row: int(row[4]))
     by_words = sorted((row for row in rows if row[5] is not None), key=lambda row: int(row[5]))
     hybrid = HybridPool(lane_counts={"semantic": len(by_meaning), "keyword": len(by_words)})
-    for memory_id, session_id, distance, mask, *_, asks in [*by_meaning, *by_words]:
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), asks=asks)
+    for memory_id, session_id, distance, mask, *_ in [*by_meaning, *by_words]:
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask))
+    if hybrid.session_of:
+        asking = candidates.alias(asks=AsksQuestion()).filter(id__in=list(hybrid.session_of), asks=True)
+        hybrid.asking.update(session.values(asking.values_list("id", flat=True)))
     return hybrid, keywords
 
 
@@ -354,9 +354,10 @@ def load_rows(
 
 
 class AsksQuestion(Func):
-    """The memory's text is a question (`_ASKS_SQL`)."""
+    """The memory's text is a question: its last character, trailing whitespace aside, is a question mark (Latin,
+    full-width or Arabic). Read from the text rather than stored: one comparison on a row the read has in hand."""
 
-    template = _ASKS_SQL.format(text="%(expressions)s")
+    template = "(right(rtrim(%(expressions)s, E' \\t\\r\\n'), 1) IN ('?', '\uff1f', '\u061f'))"
     output_field = BooleanField()
 
     def __init__(self) -> None:

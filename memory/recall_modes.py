@@ -125,6 +125,7 @@ def recall_lanes(
             semantic=hybrid.semantic.get(memory_id),
             keyword=hybrid.keyword.get(memory_id),
             time=hybrid.time.get(memory_id, 0.0) if hybrid.asked else None,
+            hop=hybrid.hop.get(memory_id, 0.0) if mode == "deep" else None,
         )
         for memory_id, score in page
     ]

@@ -230,7 +230,11 @@ def lane_scores(**kwargs: Any) -> serializers.Serializer:  # type: ignore[type-a
             "semantic": serializers.FloatField(allow_null=True),
             "keyword": serializers.FloatField(allow_null=True),
             "time": serializers.FloatField(
-                required=False, help_text="hybrid, when the query names days: closeness of the memory's event days"
+                required=False,
+                help_text="hybrid and deep, when the query names days: closeness of the memory's event days",
+            ),
+            "hop": serializers.FloatField(
+                required=False, help_text="deep: the memory's share of the terms of the best hits (0: not linked)"
             ),
         },
         **kwargs,
@@ -250,7 +254,11 @@ RECALL_META = inline_serializer(
         "mode": serializers.ChoiceField(
             choices=["keyword", "hybrid", "deep"], required=False, help_text="keyword, hybrid, deep"
         ),
-        "lane_counts": serializers.DictField(child=serializers.IntegerField(), required=False),
+        "lane_counts": serializers.DictField(
+            child=serializers.IntegerField(),
+            required=False,
+            help_text="rows each lane brought: semantic, keyword, time (a query that names days), hop (deep)",
+        ),
         "answer_confidence": serializers.CharField(required=False, allow_null=True),
         "lane_lost": serializers.CharField(required=False),
         "asked_days": inline_serializer(
@@ -258,7 +266,7 @@ RECALL_META = inline_serializer(
             {"start": serializers.DateField(), "end": serializers.DateField(help_text="exclusive")},
             many=True,
             required=False,
-            help_text="hybrid: the days the query names, resolved against today (UTC)",
+            help_text="hybrid and deep: the days the query names, resolved against today (UTC)",
         ),
         "outcome": OUTCOME,
     },
@@ -271,7 +279,7 @@ RECALL_OUT = inline_serializer(
             {
                 "memory": MemoryOut(),
                 "score": serializers.FloatField(allow_null=True),
-                "scores": lane_scores(required=False, help_text="keyword and hybrid modes only"),
+                "scores": lane_scores(required=False, help_text="keyword, hybrid and deep modes only"),
             },
             many=True,
         ),

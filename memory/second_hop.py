@@ -4,17 +4,19 @@ A question whose answer spans several memories ("which office does the person wh
 from?") finds the first part by its own words; the other parts share words with that first part (a name, a flight
 number, a ticket), not with the question. So, after hybrid's fusion:
 
-1. the best SEEDS hits are the seeds; their terms (lexemes, each seed's in the order its text says them, the
-   query's own left out, at most `keyword_lane.MAX_QUERY_TERMS`) are the hop's query;
+1. the best SEEDS hits are the seeds; their terms (lexemes, the best seed's first and each seed's in the order its
+   text says them, the query's own left out, at most `keyword_lane.MAX_QUERY_TERMS`) are the hop's query;
 2. the keyword lane ranks the subject's candidates by that query, exactly and in one statement, as it ranks any
    query (`keyword_lane.rank_by_words`: BM25 weights over the candidates, coverage in [0, 1]); its best HOP_POOL
-   rows are the linked ones, and those not pooled yet join the pool, scored in every lane (one more read);
-3. every pooled row is fused again, and a linked row's score is multiplied by (1 + HOP_WEIGHT * link), then
-   divided by (1 + HOP_WEIGHT) so that scores stay in [0, 1].
+   rows are the linked ones, each with its `link` (that coverage), and those not pooled yet join the pool, scored
+   in every lane;
+3. every pooled row is fused again and a linked row's score multiplied by (1 + HOP_WEIGHT * link); the whole list
+   is then scaled so that its best row keeps hybrid's best score (deep's scores read like hybrid's, in [0, 1]).
 
-Bounded: two reads beyond hybrid's (the seeds' terms, then the hop's ranking, and the rows it adds), never a walk.
-The seeds themselves stay where hybrid put them unless a linked row outranks them. Its constants were chosen on the
-dev split of `recall_eval` (docs/quality.md, "Deep recall").
+Bounded: three reads beyond hybrid's (the seeds' terms, the hop's ranking, the rows it adds), never a walk. A seed
+holds its own terms, so it is linked too, and a long best seed can take most of the 32 terms: taking the seeds'
+terms in turn instead, and giving the rows the hop adds their session context, were both measured and both lost
+on dev (docs/quality.md, "Deep recall"), where the constants were chosen.
 """
 
 from __future__ import annotations
@@ -63,15 +65,19 @@ def rerank(
     hybrid.lane_counts["hop"] = len(linked)
     if not linked:
         return ranked
-    link = {memory_id: keyword_lane.coverage(hop_keywords, mask) for memory_id, mask in linked}
-    _add_rows(
-        session, candidates, hybrid, [memory_id for memory_id in link if memory_id not in hybrid.session_of], embedding
-    )
-    boosted = [
-        (memory_id, score * (1.0 + HOP_WEIGHT * link.get(memory_id, 0.0)) / (1.0 + HOP_WEIGHT))
+    hybrid.hop = {memory_id: keyword_lane.coverage(hop_keywords, mask) for memory_id, mask in linked}
+    added = [memory_id for memory_id in hybrid.hop if memory_id not in hybrid.session_of]
+    _add_rows(session, candidates, hybrid, added, embedding)
+    boosted = {
+        memory_id: score * (1.0 + HOP_WEIGHT * hybrid.hop.get(memory_id, 0.0))
         for memory_id, score in fusion.fuse(hybrid.lanes(), weights)
-    ]
-    return sorted(boosted, key=lambda pair: (-pair[1], str(pair[0])))
+    }
+    # Scaled so that the best row keeps hybrid's best score: deep's scores read like hybrid's, beside knowledge
+    # articles in merged recall too.
+    scale = ranked[0][1] / max(boosted.values()) if ranked and max(boosted.values()) > 0 else 0.0
+    return sorted(
+        ((memory_id, score * scale) for memory_id, score in boosted.items()), key=lambda p: (-p[1], str(p[0]))
+    )
 
 
 def _seed_terms(

@@ -43,6 +43,7 @@ class RecallHit:
     semantic: float | None = None
     keyword: float | None = None
     time: float | None = None  # closeness to the days the query names (memory.time_lane); None: it names none
+    hop: float | None = None  # deep recall: the row's share of the seeds' terms (memory.second_hop); None: not deep
 
 
 @dataclass

@@ -52,7 +52,7 @@ class RecallContextIn(MemoryFiltersIn):
     limit = LenientIntField(DEFAULT_LIMIT)
     mode = WireField(
         recall_mode, schema=RECALL_MODE_SCHEMA
-    )  # how the memory half reads: semantic (default) | keyword | hybrid
+    )  # how the memory half reads: semantic (default) | keyword | hybrid | deep
 
 
 class ReferencedIn(serializers.Serializer):  # type: ignore[type-arg]

@@ -235,7 +235,8 @@ def _memory_item(hit: RecallHit, result: RecallResult) -> MergedItem:
 
 
 def _memory_selection_reason(hit: RecallHit, result: RecallResult) -> str:
-    """semantic mode: `semantic` | `ilike_fallback`; keyword and hybrid: which lanes scored the row, like knowledge."""
+    """semantic mode: `semantic` | `ilike_fallback`; keyword, hybrid and deep: which lanes scored the row, like
+    knowledge; a row no lane scored came by its session predecessor, or (deep) by the hop."""
     if result.mode == "semantic":
         return "ilike_fallback" if result.fallback else "semantic"
     if result.fallback:
@@ -246,6 +247,8 @@ def _memory_selection_reason(hit: RecallHit, result: RecallResult) -> str:
         return "keyword"
     if hit.semantic is not None:
         return "semantic"
+    if hit.hop:
+        return "second_hop"  # neither lane scored it: it shares the best hits' terms
     return "session_context"  # neither lane scored it: it follows a hit in its session
 
 

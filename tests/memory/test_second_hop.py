@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memory import hybrid_lanes
+from memory.models import Memory
+from memory.selectors import RecallHit, RecallResult
+from recall.services import _memory_selection_reason
 from tests.memory.conftest import embed_pending, heavy_db, recall, remember
 
 pytestmark = heavy_db
@@ -44,6 +47,10 @@ def test_deep_recall_lifts_the_memory_that_completes_the_first_hits(agent, chain
     scores = [hit["score"] for hit in body["data"]]
     assert scores == sorted(scores, reverse=True)
     assert all(0.0 <= score <= 1.0 for score in scores)
+    # Scaled so that the top hit keeps hybrid's top score; each hit says how much of the seeds' terms it holds.
+    assert scores[0] == pytest.approx(recall(agent, QUERY, mode="hybrid")["data"][0]["score"])
+    assert body["data"][deep.index(third)]["scores"]["hop"] > 0
+    assert all(0.0 <= hit["scores"]["hop"] <= 1.0 for hit in body["data"])
 
 
 @pytest.mark.parametrize("read", ["exact_scan", "lane_by_lane"])
@@ -69,6 +76,10 @@ def test_the_hop_reads_only_the_callers_memories(agent, chain, client_for, make_
     body = recall(agent, QUERY, mode="deep", limit=50)
     assert len(body["data"]) == 11  # every memory of agent-a, and only those
     assert not any("moved to the Lisbon" in hit["memory"]["text"] for hit in body["data"])
+    # The hop ranked agent-a's rows only: the outsiders' rows hold more of the seeds' names than the fillers do.
+    assert body["meta"]["lane_counts"]["hop"] <= 11
+    linked = {hit["memory"]["id"] for hit in body["data"] if hit["scores"]["hop"] > 0}
+    assert linked <= {hit["memory"]["id"] for hit in body["data"]}
 
 
 def test_without_seed_terms_deep_is_hybrid(agent):
@@ -93,3 +104,17 @@ def test_deep_gives_the_answer_confidence_of_hybrids_fusion(agent):
     assert hybrid["answer_confidence"] == "low"
     assert deep["answer_confidence"] == "low"
     assert deep["lane_counts"]["hop"] > 0
+
+
+@pytest.mark.parametrize(
+    ("semantic", "keyword", "hop", "reason"),
+    [
+        (None, None, 0.4, "second_hop"),  # not embedded yet, none of the query's words: only the hop linked it
+        (None, None, 0.0, "session_context"),
+        (0.3, None, 0.4, "semantic"),
+        (0.3, 0.5, 0.4, "keyword+semantic"),
+    ],
+)
+def test_merged_recall_names_the_hop_when_it_alone_brought_a_memory(semantic, keyword, hop, reason):
+    hit = RecallHit(memory=Memory(text="x"), score=0.1, semantic=semantic, keyword=keyword, hop=hop)
+    assert _memory_selection_reason(hit, RecallResult(hits=[hit], k=10, mode="deep")) == reason
