@@ -44,3 +44,30 @@ def promotion_ttl_invariant(app_configs: Any, **kwargs: Any) -> list[Error]:
             id="memory.E001",
         )
     ]
+
+
+# The fusion's weights (memory.fusion): within these bounds every fused score stays in [0, 1].
+_HYBRID_WEIGHT_BOUNDS = {
+    "RECALL_HYBRID_SEMANTIC_WEIGHT": (0.0, 1.0),
+    "RECALL_HYBRID_CONTEXT_WEIGHT": (0.0, None),
+    "RECALL_HYBRID_TIME_WEIGHT": (0.0, None),
+    "RECALL_HYBRID_QUESTION_SHARE": (0.0, 1.0),
+}
+
+
+@register(SETTINGS_TAG)
+def hybrid_weights_in_range(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """Hybrid recall's weights within the bounds that keep its scores in [0, 1] (an agent reads them as such)."""
+    errors = []
+    for name, (low, high) in _HYBRID_WEIGHT_BOUNDS.items():
+        value = getattr(settings, name)
+        if value < low or (high is not None and value > high):
+            bounds = f"[{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+            errors.append(
+                Error(
+                    f"LOOPMEM_{name} is {value:g}: hybrid recall's scores would leave [0, 1].",
+                    hint=f"Set LOOPMEM_{name} {bounds}.",
+                    id="memory.E003",
+                )
+            )
+    return errors

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.test import override_settings
 
+from memory.checks import hybrid_weights_in_range
 from memory.fusion import FusionWeights, LaneScores, fuse
 
 A, B, C, D = (uuid.UUID(int=n) for n in range(1, 5))
@@ -82,3 +84,24 @@ def test_a_question_keeps_only_its_share_in_its_own_rank_and_passes_all_of_it_on
     assert scores[B] > scores[A]
     # The default share is 1: a question is ranked like any other memory.
     assert _scores([question, answer], FusionWeights(semantic=0.5, context=0.3))[A] == pytest.approx(1.0 / 1.3)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "ok"),
+    [
+        ("RECALL_HYBRID_QUESTION_SHARE", 0.6, True),
+        ("RECALL_HYBRID_QUESTION_SHARE", 1.5, False),
+        ("RECALL_HYBRID_QUESTION_SHARE", -0.1, False),
+        ("RECALL_HYBRID_SEMANTIC_WEIGHT", 1.2, False),
+        ("RECALL_HYBRID_CONTEXT_WEIGHT", 3.0, True),
+        ("RECALL_HYBRID_CONTEXT_WEIGHT", -1.0, False),
+        ("RECALL_HYBRID_TIME_WEIGHT", -0.5, False),
+    ],
+)
+def test_the_system_check_keeps_the_fusion_weights_where_scores_stay_in_the_unit_interval(name, value, ok):
+    with override_settings(**{name: value}):
+        errors = hybrid_weights_in_range(None)
+        assert (errors == []) is ok
+        if not ok:
+            assert [error.id for error in errors] == ["memory.E003"]
+            assert f"LOOPMEM_{name}" in errors[0].msg
