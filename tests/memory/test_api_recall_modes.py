@@ -1,13 +1,19 @@
-"""POST /api/v1/memory/recall with `mode`: keyword and hybrid envelopes, read-your-writes, degradation, validation."""
+"""POST /api/v1/memory/recall with `mode`: keyword and hybrid envelopes, read-your-writes, degradation, validation;
+questions ranked at their share in every read shape."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
 from loopmem.embedding import embedders
 from loopmem.errors import InvalidProjectId
+from loopmem.reads import scoped
+from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_set_provider
-from memory import hybrid_lanes
+from memory import hybrid_lanes, keyword_lane
+from memory.candidates import recall_candidates
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -325,3 +331,38 @@ def test_a_memory_asks_a_question_when_its_text_ends_with_a_question_mark(agent,
     remember(agent, text)
     [flag] = Memory.objects.filter(text=text).annotate(asks=hybrid_lanes.AsksQuestion()).values_list("asks", flat=True)
     assert flag is asks
+
+
+@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+def test_a_question_that_joins_only_as_a_successor_is_flagged_in_every_read_shape(
+    agent, tenant, read, monkeypatch, settings
+):
+    # Pools of 2: the question is in neither lane's best two, so only the session context brings it (and its flag).
+    remember(agent, "alpha beta gamma delta", source_session_id="s1")
+    question = remember(agent, "and what about beta?", source_session_id="s1")
+    for n in range(5):
+        remember(agent, f"alpha beta gamma filler {n}", source_session_id="s2")
+    embed_pending()
+    if read != "whole":
+        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    if read == "lane_by_lane":
+        settings.RECALL_EXACT_MAX_ROWS = 0
+    query = "alpha beta gamma delta"
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    [vector] = embedders.HashingEmbedder().embed([query])
+    embedding = embedders.QueryEmbedding(vector=vector, model_id=embedders.spec_for(tenant).model_id)
+    candidates = recall_candidates(scope, include_superseded=False)
+    with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+        pool = hybrid_lanes.read_pool(
+            session,
+            scope=scope,
+            candidates=candidates,
+            terms=keyword_lane.query_terms(query),
+            embedding=embedding,
+            pool=2,
+            include_superseded=False,
+        )
+    question_id = uuid.UUID(question["id"])
+    assert question_id in pool.previous  # it came as the successor of a pooled row
+    assert question_id in pool.asking
+    assert [lane.asks for lane in pool.lanes() if lane.id == question_id] == [True]
