@@ -59,9 +59,7 @@ class HybridPool:
     time: dict[uuid.UUID, float] = field(default_factory=dict)  # closeness to them, every candidate, when asked
     asking: set[uuid.UUID] = field(default_factory=set)  # the candidates whose text is a question
     keywords: keyword_lane.KeywordQuery | None = None  # the query's term weights over the candidates
-    hop: dict[uuid.UUID, float] = field(
-        default_factory=dict
-    )  # deep recall: each linked row's share of the seeds' terms
+    hop: dict[uuid.UUID, float] = field(default_factory=dict)  # deep: each linked row's share of the seeds' terms
     lane_counts: dict[str, int] = field(default_factory=dict)
     recall_path: str | None = "exact"
     ann_iterative_scan: str | None = None
