@@ -258,18 +258,39 @@ def _read_lane_by_lane(
         recall_path=by_meaning.recall_path,
         ann_iterative_scan=by_meaning.ann_iterative_scan,
         ann_iterative_scan_reason=by_meaning.ann_iterative_scan_reason,
+        keywords=keywords,
     )
     for hit in by_meaning.hits:
         hybrid.loaded[hit.memory.id] = hit.memory
     ids = list({hit.memory.id for hit in by_meaning.hits} | {memory_id for memory_id, _ in by_words})
+    add_scored(session, candidates, hybrid, ids, embedding)
+    return hybrid, keywords
+
+
+def add_scored(
+    session: scoped.ScopedSession,
+    candidates: QuerySet[Memory],
+    hybrid: HybridPool,
+    ids: list[uuid.UUID],
+    embedding: QueryEmbedding,
+) -> None:
+    """Add `ids` to the pool with every lane's figure for the query (distance, keyword coverage by
+    `hybrid.keywords`, closeness when `hybrid.asked`) and the question flag. One read."""
+    if not ids:
+        return
+    terms = list(hybrid.keywords.weights) if hybrid.keywords is not None else []
     figures = (
         candidates.filter(id__in=ids)
-        .annotate(distance=distance_to(embedding), held=keyword_lane.HeldTerms(terms), asks=AsksQuestion())
-        .values_list("id", "source_session_id", "distance", "held", "asks")
+        .annotate(
+            distance=distance_to(embedding),
+            held=keyword_lane.HeldTerms(terms),
+            closeness=Closeness(hybrid.asked) if hybrid.asked else Value(None, output_field=FloatField()),
+            asks=AsksQuestion(),
+        )
+        .values_list("id", "source_session_id", "distance", "held", "closeness", "asks")
     )
-    for memory_id, session_id, distance, mask, asks in session.values(figures):
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(keywords, mask), asks=asks)
-    return hybrid, keywords
+    for memory_id, session_id, distance, mask, closeness, asks in session.values(figures):
+        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(hybrid.keywords, mask), closeness, asks)
 
 
 def _add_time_lane(

@@ -25,14 +25,13 @@ import uuid
 from collections.abc import Sequence
 
 from django.contrib.postgres.fields import ArrayField
-from django.db.models import F, FloatField, Func, QuerySet, TextField, Value
+from django.db.models import F, Func, QuerySet, TextField
 
 from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.reads import scoped
-from memory import fusion, keyword_lane
-from memory.hybrid_lanes import AsksQuestion, HybridPool, distance_to
+from memory import fusion, hybrid_lanes, keyword_lane
+from memory.hybrid_lanes import HybridPool
 from memory.models import Memory
-from memory.time_lane import Closeness
 
 SEEDS = 4  # dev plateau: 3 to 5 seeds
 HOP_POOL = 20  # the linked rows: a hybrid lane's pool
@@ -67,7 +66,8 @@ def rerank(
         return ranked
     hybrid.hop = {memory_id: keyword_lane.coverage(hop_keywords, mask) for memory_id, mask in linked}
     added = [memory_id for memory_id in hybrid.hop if memory_id not in hybrid.session_of]
-    _add_rows(session, candidates, hybrid, added, embedding)
+    # They join without session context: a row whose predecessor was pooled is pooled already, as its successor.
+    hybrid_lanes.add_scored(session, candidates, hybrid, added, embedding)
     boosted = {
         memory_id: score * (1.0 + HOP_WEIGHT * hybrid.hop.get(memory_id, 0.0))
         for memory_id, score in fusion.fuse(hybrid.lanes(), weights)
@@ -95,29 +95,3 @@ def _seed_terms(
             if term not in asked and term not in terms:
                 terms.append(term)
     return terms[: keyword_lane.MAX_QUERY_TERMS]
-
-
-def _add_rows(
-    session: scoped.ScopedSession,
-    candidates: QuerySet[Memory],
-    hybrid: HybridPool,
-    ids: list[uuid.UUID],
-    embedding: QueryEmbedding,
-) -> None:
-    """The linked rows hybrid had not pooled, scored in every lane of the query. They join without session context:
-    their predecessors were not pooled (or they would have joined as successors), so there is nothing to inherit."""
-    if not ids:
-        return
-    terms = list(hybrid.keywords.weights) if hybrid.keywords is not None else []
-    figures = (
-        candidates.filter(id__in=ids)
-        .annotate(
-            distance=distance_to(embedding),
-            held=keyword_lane.HeldTerms(terms),
-            closeness=Closeness(hybrid.asked) if hybrid.asked else Value(None, output_field=FloatField()),
-            asks=AsksQuestion(),
-        )
-        .values_list("id", "source_session_id", "distance", "held", "closeness", "asks")
-    )
-    for memory_id, session_id, distance, mask, closeness, asks in session.values(figures):
-        hybrid.add(memory_id, session_id, distance, keyword_lane.coverage(hybrid.keywords, mask), closeness, asks)
