@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memory import embedding
+from memory import embedding, hybrid_lanes
 from memory.models import Memory
 
 # Heavy reads run on the `heavy_read` alias: a second connection that sees only committed data.
@@ -33,3 +33,15 @@ def recall(client: Any, query: str, **fields: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.json()
     body: dict[str, Any] = response.json()
     return body
+
+
+READ_SHAPES = ("whole", "exact_scan", "lane_by_lane")
+
+
+def read_through(shape: str, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """Send hybrid's reads through one of its three shapes (memory.hybrid_lanes): the whole small subject in one
+    read, the one-statement read, or lane by lane."""
+    if shape != "whole":
+        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
+    if shape == "lane_by_lane":
+        settings.RECALL_EXACT_MAX_ROWS = 0

@@ -17,7 +17,7 @@ from memory.candidates import recall_candidates
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
-from tests.memory.conftest import embed_pending, heavy_db, recall, remember
+from tests.memory.conftest import READ_SHAPES, embed_pending, heavy_db, read_through, recall, remember
 
 pytestmark = heavy_db
 
@@ -293,17 +293,14 @@ def test_a_memory_forgotten_between_the_lanes_and_the_page_load_is_left_out(agen
     assert forgotten[0] not in [hit["memory"]["id"] for hit in body["data"]]
 
 
-@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+@pytest.mark.parametrize("read", READ_SHAPES)
 def test_a_question_is_ranked_at_its_share_and_its_answer_inherits_all_of_it(agent, read, monkeypatch, settings):
     question = remember(agent, "Which office does Dana Whitfield work from?", source_session_id="s1")
     answer = remember(agent, "Lisbon, on the second floor.", source_session_id="s1")
     for n in range(6):
         remember(agent, f"garden note {n}: the tomatoes need water", source_session_id="s2")
     embed_pending()
-    if read != "whole":
-        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
-    if read == "lane_by_lane":
-        settings.RECALL_EXACT_MAX_ROWS = 0
+    read_through(read, monkeypatch, settings)
     hits = {hit["memory"]["id"]: hit for hit in recall(agent, question["text"], mode="hybrid")["data"]}
     share, context = settings.RECALL_HYBRID_QUESTION_SHARE, settings.RECALL_HYBRID_CONTEXT_WEIGHT
     assert share < 1
@@ -333,7 +330,7 @@ def test_a_memory_asks_a_question_when_its_text_ends_with_a_question_mark(agent,
     assert flag is asks
 
 
-@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+@pytest.mark.parametrize("read", READ_SHAPES)
 def test_a_question_that_joins_only_as_a_successor_is_flagged_in_every_read_shape(
     agent, tenant, read, monkeypatch, settings
 ):
@@ -343,10 +340,7 @@ def test_a_question_that_joins_only_as_a_successor_is_flagged_in_every_read_shap
     for n in range(5):
         remember(agent, f"alpha beta gamma filler {n}", source_session_id="s2")
     embed_pending()
-    if read != "whole":
-        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
-    if read == "lane_by_lane":
-        settings.RECALL_EXACT_MAX_ROWS = 0
+    read_through(read, monkeypatch, settings)
     query = "alpha beta gamma delta"
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     [vector] = embedders.HashingEmbedder().embed([query])

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory import hybrid_lanes
 from memory.models import Memory
 from memory.selectors import RecallHit, RecallResult
 from recall.services import _memory_selection_reason
-from tests.memory.conftest import embed_pending, heavy_db, recall, remember
+from tests.memory.conftest import embed_pending, heavy_db, read_through, recall, remember
 
 pytestmark = heavy_db
 
@@ -59,9 +58,7 @@ def test_every_read_shape_ranks_deep_recall_alike(agent, chain, read, monkeypatc
         return [(hit["memory"]["id"], round(hit["score"], 9)) for hit in recall(agent, QUERY, mode="deep")["data"]]
 
     whole = page()
-    monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
-    if read == "lane_by_lane":
-        settings.RECALL_EXACT_MAX_ROWS = 0
+    read_through(read, monkeypatch, settings)
     assert page() == whole
 
 

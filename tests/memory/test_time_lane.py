@@ -15,7 +15,7 @@ from memory import hybrid_lanes
 from memory.event_time import DaySpan
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
-from tests.memory.conftest import embed_pending, heavy_db, recall, remember
+from tests.memory.conftest import READ_SHAPES, embed_pending, heavy_db, read_through, recall, remember
 
 pytestmark = heavy_db
 
@@ -135,7 +135,7 @@ def test_an_imported_line_counts_its_relative_days_from_when_the_export_says_it_
         assert occurred == [DaySpan.day(today - timedelta(days=(today.weekday() - 4) % 7 or 7))]
 
 
-@pytest.mark.parametrize("read", ["whole", "exact_scan", "lane_by_lane"])
+@pytest.mark.parametrize("read", READ_SHAPES)
 def test_the_time_lane_reads_only_the_callers_memories(
     agent, client_for, make_key, tenant, other_tenant, read, monkeypatch, settings
 ):
@@ -147,10 +147,7 @@ def test_the_time_lane_reads_only_the_callers_memories(
         remember(outsider, "The launch party is on 2026-07-03.")
     mine = remember(agent, "Dentist appointment on 3 July 2026.")
     embed_pending()
-    if read != "whole":
-        monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
-    if read == "lane_by_lane":
-        settings.RECALL_EXACT_MAX_ROWS = 0
+    read_through(read, monkeypatch, settings)
     body = recall(agent, "what is on 2026-07-03", mode="hybrid")
     assert [hit["memory"]["id"] for hit in body["data"]] == [mine["id"]]
     assert body["meta"]["lane_counts"]["time"] == 1
