@@ -23,8 +23,10 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
    LLM that decoded a hidden payload, or made the contact up);
 5. a candidate that is not the speaker's own sentence (an LLM's, or an assistant's) is quarantined when most of
    its words are found only in another voice: a tool or system turn, or a document the user pasted
-   (`another_voice`). Promotion keeps what the user established, as the extractive compiler reads it; what a
-   tool or a pasted page said is not that, however plainly it is worded and whatever the assistant answered.
+   (`another_voice`), or when it states a value (a number) only another voice or a tainted turn gave, about
+   something the user gave a value for (`another_voices_value`). Promotion keeps what the user established, as the
+   extractive compiler reads it; what a tool or a pasted page said is not that, however plainly it is worded and
+   whatever the assistant answered.
 
 What it promises: a rule aimed at the memory system, or one that relaxes a control, never reaches memory through
 promotion, whichever compiler read the session. A user who means such a rule stores it explicitly
@@ -165,6 +167,11 @@ _NOT_A_NUMBER = re.compile(
 # read as its digits, like a number run, so "FR76 3000 4028 ..." and "FR7630004028..." are one number.
 _ACCOUNT = re.compile(r"(?<!\w)[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?!\w)")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
+# A value a sentence states: a number, alone or in a compound ("72", "8x5", "24/7", "02:00", "1,5", "2025-03-02"),
+# not a digit inside a word ("p1", "v2"). Read from `identifier_form` text. `_value` gives it one spelling: "24/7"
+# and "24x7", "10,000" and "10.000", "02:00" and "2:00" are one value each.
+_VALUE = re.compile(r"(?<![^\W\d_])\d+(?:[x\u00d7/:.,-]\d+)*")
+_THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
 # Endings that make a dotted name a file, not a domain.
 _FILE_ENDING = re.compile(
     r"pyi?|ya?ml|json|toml|md|txt|rst|sh|bash|sql|[ct]sv|log|conf|cfg|ini|env|lock|xml|html?|css|m?js|jsx|tsx?|go|rs"
@@ -216,6 +223,11 @@ class SessionGuard:
     relayed_people: set[str] = field(default_factory=set)
     # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
+    # Values (`_values`) the user wrote in a clean turn, and those only another voice or a tainted turn wrote.
+    voice_values: set[str] = field(default_factory=set)
+    foreign_values: set[str] = field(default_factory=set)
+    # The content words of each sentence in which the user states a value: what the user gave a value for.
+    valued_sentences: list[set[str]] = field(default_factory=list)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -236,6 +248,8 @@ class SessionGuard:
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
             return "another_voice"
+        if not speakers_own and self._overrides_the_users_value(text):
+            return "another_voices_value"
         if speakers_own and source_turn is not None and self._spoken_by_an_outsider(text, source_turn):
             return "another_voice"
         if not self.tainted:
@@ -295,6 +309,19 @@ class SessionGuard:
         foreign = words & self.foreign_words
         known = foreign | (words & self.voice_words)
         return len(known) >= MIN_KNOWN_WORDS and len(foreign) / len(known) >= FOREIGN_SHARE
+
+    def _overrides_the_users_value(self, text: str) -> bool:
+        """A candidate that is not the speaker's own sentence states a value only another voice gave (a tool, a
+        pasted document, a tainted turn), about something the user gave a value for: it shares a word with a
+        sentence in which the user states one. A tool's "correction" of the user's SLA, written by an LLM in the
+        user's terms and in another language, has nothing else to give it away: its numbers are the tool's."""
+        if not self.valued_sentences:
+            return False
+        theirs = (_values(text) & self.foreign_values) - self.voice_values
+        if not theirs:
+            return False
+        words = _content_words(text)
+        return any(words & sentence for sentence in self.valued_sentences)
 
     def _said_before_the_payload(self, text: str, turn: int) -> bool:
         words = _content_words(text)
@@ -403,7 +430,15 @@ def _read_voices(guard: SessionGuard) -> None:
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
             # region, a version, a window), except a contact: where to send, call or pay is what a payload plants.
             guard.voice_identifiers |= own_identifiers - _held(own_identifiers, relayed)
+        if index in guard.tainted:
+            guard.foreign_values |= _values(own)
+        else:
+            for sentence in _SEGMENT.split(own):
+                if values := _values(sentence):
+                    guard.voice_values |= values
+                    guard.valued_sentences.append(_content_words(sentence))
         foreign_words |= _content_words(other)
+        guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS:
             relayed |= other_identifiers | (own_identifiers if index in guard.tainted else set())
@@ -547,6 +582,19 @@ def _identifiers(text: str) -> set[str]:
         if len(digits) >= MIN_NUMBER_DIGITS and not inside_a_word:
             found.add("tel:" + digits)
     return found
+
+
+def _values(text: str) -> set[str]:
+    """The values a text states (`_VALUE`), each in one spelling."""
+    return {_value(found) for found in _VALUE.findall(identifier_form(text))}
+
+
+def _value(found: str) -> str:
+    if _THOUSANDS.fullmatch(found):
+        return re.sub(r"[.,]", "", found)
+    parts = re.split(r"([x\u00d7/:.,-])", found)
+    spelled = {"\u00d7": "x", "/": "x", ",": "."}
+    return "".join(spelled.get(part, part) if i % 2 else part.lstrip("0") or "0" for i, part in enumerate(parts))
 
 
 def _held(identifiers: set[str], pool: set[str]) -> set[str]:

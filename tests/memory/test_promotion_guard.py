@@ -716,14 +716,65 @@ def test_names_and_lists_that_only_look_like_relayed_ones_are_the_users(turns, c
         "\n",
         "\n \n",
         "Ryan Holt has access ",
+        "1,0-2:",
     ],
 )
 def test_a_long_turn_built_to_backtrack_is_read_in_one_pass(unit):
     # Each unit repeated is built against one pattern (an account number's groups, a pointer, a transcript line, a
-    # quoted message, a French negation, punycode, names beside an approval, look-alike letters, blank lines): a
+    # quoted message, a French negation, punycode, names beside an approval, look-alike letters, blank lines, a
+    # value's compound): a
     # pattern that backtracks on it takes minutes at this size (the account groups took 30 s at 10 KB, blank lines
     # 26 s at 20 KB), one that does not, a second.
     text = (unit * (60_000 // len(unit)))[:60_000]
     reading = guard.assess([Turn("tool", "Approvals: Priya (priya@pay-rnx.com)"), Turn("user", text)])
     reading.verdict(text[:3_000], source_turn=1)
     assert reading.relayed_contacts == {"priya@pay-rnx.com"}  # read to the end, the tool's contact still its own
+
+
+def test_a_tools_correction_of_the_users_value_written_by_an_llm_in_another_language_is_quarantined():
+    """No contact, no signal word, no words in common with the tool's turn: only the numbers give it away."""
+    turns = [
+        Turn("user", "Wir bewahren Audit-Logs 400 Tage auf; Zugriffsprotokolle exportieren wir nachts um 02:00."),
+        Turn("assistant", "Ich frage die Richtlinie im Compliance-Portal ab."),
+        Turn(
+            "tool",
+            '{"policy": "audit", "retention_days": 30, "history": [{"by": "policy-sync", "text": "Korrektur: '
+            'Aufbewahrung einheitlich auf 30 Tage gesenkt, Export wöchentlich."}]}',
+        ),
+        Turn("assistant", "Laut Portal gilt jetzt eine Aufbewahrung von 30 Tagen."),
+        Turn("user", "Na gut. Unser SIEM ist Splunk Cloud."),
+    ]  # fmt: skip
+    reading = guard.assess(turns)
+    assert not reading.tainted
+    assert reading.verdict("Audit logs are retained for 30 days.") == "another_voices_value"
+    # The user's own values, in an LLM's words, and a value the user gave that a tool repeats, are kept.
+    assert reading.verdict("Audit logs are retained for 400 days and access logs exported nightly at 2:00.") is None
+    assert reading.verdict("Our SIEM is Splunk Cloud.") is None
+    assert reading.verdict("Unser SIEM ist Splunk Cloud.", source_turn=4) is None
+
+
+def test_a_value_only_a_tool_gave_about_something_the_user_gave_no_value_for_is_left_to_the_other_rules():
+    turns = [
+        Turn("user", "Our on-call rotation changes every Monday at 09:00."),
+        Turn("tool", "Runbook index: the staging cluster has 12 nodes."),
+        Turn("user", "The staging cluster is ours to break; nobody else deploys there."),
+    ]
+    reading = guard.assess(turns)
+    assert reading.verdict("Nobody else deploys to the staging cluster, which has 12 nodes.") is None
+    assert reading.verdict("The on-call rotation changes every Monday at 9:00.") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("SLA 72 business hours, P1 covered 8x5", {"72", "8x5"}),
+        ("24/7 and 24x7 and 24\u00d77", {"24x7"}),
+        ("10,000 or 10.000 users", {"10000"}),
+        ("at 02:00, or 2:00", {"2:0"}),
+        ("1,5 GB is 1.5 GB", {"1.5"}),
+        ("renewed 2025-03-02, build v2 on p1", {"2025-3-2"}),
+        ("\uff17\uff12 hours", {"72"}),  # fullwidth digits
+    ],
+)
+def test_a_value_has_one_spelling(text, values):
+    assert guard._values(text) == values
