@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from memory.promotion.distiller_sentences import split_clauses
 from memory.promotion.guard_text import (
     POINTS_BACK,
     POINTS_FORWARD,
@@ -58,6 +59,19 @@ OWN_SHARE = 0.8  # ... and from the speaker's own words before a payload when ne
 FOREIGN_SHARE = 0.5  # a candidate is another voice's when half the words it shares with the session are only theirs
 MIN_KNOWN_WORDS = 2  # ... and it shares at least this many (one shared word says nothing about where it came from)
 SPEAKERS = frozenset({"user", "fact"})
+# Signals of a rule stated whole in one statement (a relaxed control, money or data sent, access or trust granted,
+# credentials handed out): unlike a note to the machine or a storage verb, they frame nothing that follows.
+SELF_CONTAINED = frozenset(
+    {
+        "relaxes_control",
+        "skips_process",
+        "moves_money",
+        "forwards_data",
+        "grants_access",
+        "declares_trust",
+        "discloses_credentials",
+    }
+)
 
 
 class TurnLike(Protocol):
@@ -497,14 +511,28 @@ def speaker_text(content: str) -> str:
 
 
 def _own_voice(content: str) -> str:
-    """The segments of a turn before the first one that is pasted or carries a signal: the speaker's own words.
-    Nothing when no segment gives the payload away: then the whole turn is what was flagged."""
+    """The speaker's own statements in a turn that gave itself away: its sentences (and the statements a sentence
+    joins, `split_clauses`) that carry no signal, up to the first pasted one or the first whose signal frames what
+    follows (a note to the machine, a storage verb, an override, a claim of authority: what comes after it is the
+    payload). A statement of a relaxed rule (`SELF_CONTAINED`) is the payload alone: the statements after it are the
+    speaker's again ("agents can refund up to $200 without approval, and the first-response SLA is 4 hours").
+    Nothing when no statement gives the payload away: then the whole turn is what was flagged."""
     own: list[str] = []
+    gave_away = False
     for segment in _SEGMENT.split(content):
-        if _PASTED.search(segment) or signals(segment):
+        if _PASTED.search(segment):
             return " ".join(own)
-        own.append(segment)
-    return ""
+        statements = [(statement, signals(statement)) for statement in split_clauses(segment)]
+        if not any(fired for _, fired in statements) and signals(segment):
+            statements = [(segment, signals(segment))]  # the signal spans the clauses: the sentence is one
+        for statement, fired in statements:
+            if not fired:
+                own.append(statement)
+                continue
+            gave_away = True
+            if not fired.keys() <= SELF_CONTAINED:
+                return " ".join(own)
+    return " ".join(own) if gave_away else ""
 
 
 def _turn_signals(turn: TurnLike) -> dict[str, float]:
