@@ -154,6 +154,7 @@ class MiniLMEmbedder:
     dimensions = 384
     max_tokens = 256
     batch_size = 32
+    batch_tokens = 256  # padded tokens a batch may hold (a text longer than that is a batch of its own)
 
     def __init__(self) -> None:
         import onnxruntime
@@ -171,19 +172,35 @@ class MiniLMEmbedder:
         )
         tokenizer = Tokenizer.from_file(str(Path(__file__).parent / "minilm" / "tokenizer.json"))
         tokenizer.enable_truncation(max_length=self.max_tokens)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the batch's longest, not 128
+        tokenizer.no_padding()  # tokenizer.json pads every text to 128 tokens; `_batch` pads to the batch's longest
         self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._batch(texts[start : start + self.batch_size]))
+        """Vectors in the order of `texts`, embedded shortest first in batches of at most `batch_size` texts and
+        `batch_tokens` padded tokens. A batch is padded to its longest text and the model's time grows with the
+        padded size, so one long text among short ones made the whole batch cost as much as that many long ones:
+        32 texts of a conversation (p50 72 characters, max 650) embedded at 39-46 texts/s in one batch, 213-219
+        apart; 32 short sentences lose 6 % (433 against 461 texts/s)."""
+        encodings = self._tokenizer.encode_batch(list(texts))
+        batches: list[list[int]] = []
+        for index in sorted(range(len(texts)), key=lambda index: len(encodings[index].ids)):
+            width = len(encodings[index].ids)  # shortest first: the widest of its batch if it joins the last one
+            if not batches or len(batches[-1]) == self.batch_size or (len(batches[-1]) + 1) * width > self.batch_tokens:
+                batches.append([])
+            batches[-1].append(index)
+        vectors: list[list[float]] = [[] for _ in texts]
+        for batch in batches:
+            for index, vector in zip(batch, self._batch([encodings[index].ids for index in batch]), strict=True):
+                vectors[index] = vector
         return vectors
 
-    def _batch(self, texts: Sequence[str]) -> list[list[float]]:
-        encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _batch(self, token_ids: Sequence[Sequence[int]]) -> list[list[float]]:
+        longest = max(len(ids) for ids in token_ids)
+        ids = np.zeros((len(token_ids), longest), dtype=np.int64)  # padded with [PAD], id 0
+        mask = np.zeros_like(ids)
+        for row, tokens in enumerate(token_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         (hidden,) = self._session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},

@@ -711,7 +711,6 @@ def _prototype_vectors(model: DistillerModel, embedder: SentenceEmbedder) -> tup
     return _embed(embedder, model.positive_prototypes), _embed(embedder, model.negative_prototypes)
 
 
-EMBED_CHUNK = 8
 SENTENCE_CACHE_SIZE = 4096  # ~6 MB of float32 vectors: a worker's recent sessions, sentence by sentence
 
 
@@ -722,13 +721,10 @@ def _embed(embedder: SentenceEmbedder, texts: Sequence[str]) -> Matrix:
         return np.zeros((0, 384))
     cache = _sentence_cache(embedder)
     vectors = {t: cache[t] for t in texts if t in cache}
-    missing = sorted({t for t in texts if t not in vectors}, key=len)
-    # Shortest first, a few at a time: a batch is padded to its longest sentence, and one pasted paragraph would
-    # make every short sentence beside it cost as much.
-    for start in range(0, len(missing), EMBED_CHUNK):
-        chunk = missing[start : start + EMBED_CHUNK]
-        for text, vector in zip(chunk, embedder.embed(chunk), strict=True):
-            vectors[text] = np.asarray(vector, dtype=np.float32)
+    missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+    # In one call: the embedder batches texts of similar length (MiniLMEmbedder.embed).
+    for text, vector in zip(missing, embedder.embed(missing), strict=True):
+        vectors[text] = np.asarray(vector, dtype=np.float32)
     for text in texts:
         cache.pop(text, None)  # seen again: the newest, the last to be dropped
         cache[text] = vectors[text]

@@ -159,6 +159,27 @@ def test_minilm_batches_give_the_same_vectors_as_one_by_one(minilm, monkeypatch)
     np.testing.assert_allclose(in_small_batches, one_by_one, atol=1e-5)
 
 
+def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_similar_length(minilm, monkeypatch):
+    # The model's time grows with the padded width: padding every text to 128 tokens, or a short text to a long
+    # neighbour's length, multiplied the cost of embedding (docs/performance.md, "Local embedder").
+    widths: list[tuple[int, int]] = []
+    session = minilm._session
+
+    class Recording:
+        def run(self, outputs, feeds):
+            widths.append(feeds["input_ids"].shape)
+            return session.run(outputs, feeds)
+
+    monkeypatch.setattr(minilm, "_session", Recording())
+    monkeypatch.setattr(minilm, "batch_size", 2)
+    long_text = "a much longer sentence about deploying the billing service on friday afternoon " * 3
+    minilm.embed(["short", long_text, "a cat", long_text + "again"])
+    assert [rows for rows, _ in widths] == [2, 2]
+    (_, short_width), (_, long_width) = widths
+    assert short_width <= 5  # [CLS] a cat [SEP]: not 128, not the long texts' width
+    assert long_width > 40
+
+
 def test_minilm_truncates_a_long_text_to_its_first_256_tokens(minilm):
     long_text = "memory " * 600
     truncated, with_tail = minilm.embed([long_text, long_text + "quarterly invoice totals"])
