@@ -154,7 +154,7 @@ class MiniLMEmbedder:
     dimensions = 384
     max_tokens = 256
     batch_size = 32
-    batch_tokens = 256  # padded tokens a batch may hold (a text longer than that is a batch of its own)
+    batch_tokens = 256  # padded tokens a batch may hold: a text of more than half of that is a batch of its own
 
     def __init__(self) -> None:
         import onnxruntime
@@ -172,15 +172,14 @@ class MiniLMEmbedder:
         )
         tokenizer = Tokenizer.from_file(str(Path(__file__).parent / "minilm" / "tokenizer.json"))
         tokenizer.enable_truncation(max_length=self.max_tokens)
-        tokenizer.no_padding()  # tokenizer.json pads every text to 128 tokens; `_batch` pads to the batch's longest
+        tokenizer.no_padding()  # tokenizer.json pads every text to 128 tokens; `_batch` pads each batch itself
         self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors in the order of `texts`, embedded shortest first in batches of at most `batch_size` texts and
-        `batch_tokens` padded tokens. A batch is padded to its longest text and the model's time grows with the
-        padded size, so one long text among short ones made the whole batch cost as much as that many long ones:
-        32 texts of a conversation (p50 72 characters, max 650) embedded at 39-46 texts/s in one batch, 213-219
-        apart; 32 short sentences lose 6 % (433 against 461 texts/s)."""
+        `batch_tokens` padded tokens: a batch is padded to its longest text, and the model's time grows with the
+        padded size, so texts of similar length share a batch and a long one is not joined by many short ones
+        (docs/performance.md, "Local embedder")."""
         encodings = self._tokenizer.encode_batch(list(texts))
         batches: list[list[int]] = []
         for index in sorted(range(len(texts)), key=lambda index: len(encodings[index].ids)):

@@ -722,9 +722,9 @@ def _embed(embedder: SentenceEmbedder, texts: Sequence[str]) -> Matrix:
     cache = _sentence_cache(embedder)
     vectors = {t: cache[t] for t in texts if t in cache}
     missing = list(dict.fromkeys(t for t in texts if t not in vectors))
-    # In one call: the embedder batches texts of similar length (MiniLMEmbedder.embed).
-    for text, vector in zip(missing, embedder.embed(missing), strict=True):
-        vectors[text] = np.asarray(vector, dtype=np.float32)
+    if missing:  # in one call: the embedder batches texts of similar length (MiniLMEmbedder.embed)
+        for text, vector in zip(missing, embedder.embed(missing), strict=True):
+            vectors[text] = np.asarray(vector, dtype=np.float32)
     for text in texts:
         cache.pop(text, None)  # seen again: the newest, the last to be dropped
         cache[text] = vectors[text]

@@ -55,7 +55,7 @@ THRESHOLD = 1.0
 UNTRUSTED_SOURCE = 0.5  # a tool or system turn, or a pasted document, speaks with another voice than the user's
 REFUSED = 1.0  # the assistant refused or ignored it: the conversation itself says it is not a fact
 TRACE_SHARE = 0.5  # an LLM candidate comes from a turn when half its content words are that turn's
-OWN_SHARE = 0.8  # ... and from the speaker's own words before a payload when nearly all of them are
+OWN_SHARE = 0.8  # ... and from the speaker's own statements in a tainted turn when nearly all of them are
 FOREIGN_SHARE = 0.5  # a candidate is another voice's when half the words it shares with the session are only theirs
 MIN_KNOWN_WORDS = 2  # ... and it shares at least this many (one shared word says nothing about where it came from)
 SPEAKERS = frozenset({"user", "fact"})
@@ -182,10 +182,33 @@ _NOT_A_NUMBER = re.compile(
 _ACCOUNT = re.compile(r"(?<!\w)[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?!\w)")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # A value a sentence states: a number, alone or in a compound ("72", "8x5", "24/7", "02:00", "1,5", "2025-03-02"),
-# not a digit inside a word ("p1", "v2"). Read from `identifier_form` text. `_value` gives it one spelling: "24/7"
-# and "24x7", "10,000" and "10.000", "02:00" and "2:00" are one value each.
-_VALUE = re.compile(r"(?<![^\W\d_])\d+(?:[x\u00d7/:.,-]\d+)*")
+# not digits inside a word ("p1", "sha256") or a compound's tail. Read from `identifier_form` text. `_value` gives
+# it one spelling: "24/7" and "24x7", "10,000" and "10.000", "02:00" and "2:00" are one value each.
+_VALUE = re.compile(r"(?<![\w.,:/\u00d7-])\d+(?:[x\u00d7/:.,-]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
+# Sentences for what a value is about: not split after a colon ("Support SLA: 2h, 24x7" is one).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Words of four letters or more that say nothing of a topic, in the six languages the guard reads (normal form: no
+# accents): two sentences sharing only these are about different things.
+_FUNCTION_WORDS = frozenset(
+    {
+        *("that", "this", "with", "from", "have", "they", "were", "will", "would", "should", "about", "there"),
+        *("their", "what", "when", "which", "been", "into", "only", "also", "than", "then", "them", "your", "ours"),
+        *("just", "like", "some", "more", "most", "much", "very", "over", "such", "each", "every", "other"),
+        *("these", "those", "here", "where", "does", "done", "being", "after", "before", "while", "because"),
+        *("since", "until", "again", "once", "both", "same", "make", "made", "need", "needs", "want", "always"),
+        *("never", "still", "even", "well", "back", "next", "last", "first", "many", "must"),
+        *("para", "como", "pero", "esta", "este", "esto", "todo", "todos", "cada", "desde", "hasta", "sobre"),
+        *("entre", "porque", "cuando", "donde", "tiene", "tienen", "siempre", "nunca", "nuestro", "nuestra"),
+        *("nuestros", "nuestras", "pour", "dans", "avec", "sans", "mais", "tout", "tous", "toute", "cette"),
+        *("sont", "nous", "vous", "leur", "leurs", "chaque", "depuis", "toujours", "jamais", "notre", "apres"),
+        *("avant", "eine", "einen", "einem", "einer", "nicht", "auch", "noch", "sind", "wird", "werden", "haben"),
+        *("oder", "aber", "wenn", "dann", "immer", "jede", "jeden", "jeder", "unser", "unsere", "unseren"),
+        *("uber", "nach", "sein", "seine", "isso", "essa", "esse", "pelo", "pela", "nosso", "nossa", "nossos"),
+        *("sempre", "quando", "onde", "mais", "muito", "sono", "questo", "questa", "ogni", "nostro", "nostra"),
+        *("dopo", "prima", "anche", "ancora", "dove", "perche", "tutto", "tutti", "della", "delle", "degli"),
+    }
+)
 # Endings that make a dotted name a file, not a domain.
 _FILE_ENDING = re.compile(
     r"pyi?|ya?ml|json|toml|md|txt|rst|sh|bash|sql|[ct]sv|log|conf|cfg|ini|env|lock|xml|html?|css|m?js|jsx|tsx?|go|rs"
@@ -216,8 +239,9 @@ class SessionGuard:
     turns: Sequence[TurnLike]
     scores: list[TurnScore]
     tainted: dict[int, str] = field(default_factory=dict)  # turn index → the rule that tainted it
-    # A tainted speaker turn's words before its first pasted or signalling segment: the speaker's own voice
-    # ("I prefer texts. My landlord sent this: ..."), spared.
+    # A tainted speaker turn's own statements (`_own_voice`: "I prefer texts. My landlord sent this: ..."), spared,
+    # and their content words.
+    own_statements: dict[int, str] = field(default_factory=dict)
     own_words: dict[int, set[str]] = field(default_factory=dict)
     # Each turn's content words and identifiers, read once: every candidate is checked against them.
     turn_words: list[set[str]] = field(default_factory=list)
@@ -237,10 +261,11 @@ class SessionGuard:
     relayed_people: set[str] = field(default_factory=set)
     # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
-    # Values (`_values`) the user wrote in a clean turn, and those only another voice or a tainted turn wrote.
+    # Values (`_values`) the user wrote in their own statements, and those only another voice or a tainted turn's
+    # payload wrote.
     voice_values: set[str] = field(default_factory=set)
     foreign_values: set[str] = field(default_factory=set)
-    # The content words of each sentence in which the user states a value: what the user gave a value for.
+    # The topic words (`_topic_words`) of each sentence in which the user states a value: what they gave a value for.
     valued_sentences: list[set[str]] = field(default_factory=list)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -269,7 +294,7 @@ class SessionGuard:
         if not self.tainted:
             return None
         turn = source_turn if source_turn is not None else self._traced_turn(text)
-        if turn is not None and turn in self.tainted and not self._said_before_the_payload(text, turn):
+        if turn is not None and turn in self.tainted and not self._in_the_speakers_own_statements(text, turn):
             return self.tainted[turn]
         return None
 
@@ -326,18 +351,19 @@ class SessionGuard:
 
     def _overrides_the_users_value(self, text: str) -> bool:
         """A candidate that is not the speaker's own sentence states a value only another voice gave (a tool, a
-        pasted document, a tainted turn), about something the user gave a value for: it shares a word with a
-        sentence in which the user states one. A tool's "correction" of the user's SLA, written by an LLM in the
-        user's terms and in another language, has nothing else to give it away: its numbers are the tool's."""
+        pasted document, a tainted turn's payload), about something the user gave a value for: it shares a topic
+        word with a sentence in which the user states one. A tool's "correction" of the user's SLA, written by an
+        LLM in the user's terms and in another language, has nothing else to give it away: its numbers are the
+        tool's."""
         if not self.valued_sentences:
             return False
         theirs = (_values(text) & self.foreign_values) - self.voice_values
         if not theirs:
             return False
-        words = _content_words(text)
+        words = _topic_words(text)
         return any(words & sentence for sentence in self.valued_sentences)
 
-    def _said_before_the_payload(self, text: str, turn: int) -> bool:
+    def _in_the_speakers_own_statements(self, text: str, turn: int) -> bool:
         words = _content_words(text)
         own = self.own_words.get(turn, set())
         return bool(words) and len(words & own) / len(words) >= OWN_SHARE
@@ -406,7 +432,8 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
         # refusal, is the payload whole.
         own_evidence = scores[index].score - scores[index].fired.get("refused_by_assistant", 0)
         if turns[index].role in SPEAKERS and own_evidence >= THRESHOLD:
-            guard.own_words[index] = _content_words(_own_voice(turns[index].content))
+            guard.own_statements[index] = _own_voice(turns[index].content)
+            guard.own_words[index] = _content_words(guard.own_statements[index])
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]
     guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
@@ -444,13 +471,16 @@ def _read_voices(guard: SessionGuard) -> None:
             # <theirs>") does not make it theirs. What a tool showed and the user then states is the user's (a
             # region, a version, a window), except a contact: where to send, call or pay is what a payload plants.
             guard.voice_identifiers |= own_identifiers - _held(own_identifiers, relayed)
+        # Values as identifiers: the user's own are those of a clean user turn, or the statements a tainted one
+        # spares; the rest of a tainted turn is the payload's (a `fact` turn's count for neither side).
+        users_own = own if index not in guard.tainted else guard.own_statements.get(index, "")
         if index in guard.tainted:
-            guard.foreign_values |= _values(own)
-        else:
-            for sentence in _SEGMENT.split(own):
+            guard.foreign_values |= _values(own) - _values(users_own)
+        if turn.role == "user":
+            for sentence in _SENTENCE.split(users_own):
                 if values := _values(sentence):
                     guard.voice_values |= values
-                    guard.valued_sentences.append(_content_words(sentence))
+                    guard.valued_sentences.append(_topic_words(sentence))
         foreign_words |= _content_words(other)
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
@@ -514,10 +544,12 @@ def _own_voice(content: str) -> str:
     """The speaker's own statements in a turn that gave itself away: its sentences (and the statements a sentence
     joins, `split_clauses`) that carry no signal, up to the first pasted one or the first whose signal frames what
     follows (a note to the machine, a storage verb, an override, a claim of authority: what comes after it is the
-    payload). A statement of a relaxed rule (`SELF_CONTAINED`) is the payload alone: the statements after it are the
-    speaker's again ("agents can refund up to $200 without approval, and the first-response SLA is 4 hours").
+    payload). A rule stated whole (`SELF_CONTAINED`) is the payload alone: the statements after it are the
+    speaker's again ("agents can refund up to $200 without approval, and the first-response SLA is 4 hours"),
+    unless they share a topic word with it ("..., and refunds up to $200 are the agents' call" restates it).
     Nothing when no statement gives the payload away: then the whole turn is what was flagged."""
     own: list[str] = []
+    payload: set[str] = set()  # the topic words of the rules stated whole so far
     gave_away = False
     for segment in _SEGMENT.split(content):
         if _PASTED.search(segment):
@@ -527,11 +559,13 @@ def _own_voice(content: str) -> str:
             statements = [(segment, signals(segment))]  # the signal spans the clauses: the sentence is one
         for statement, fired in statements:
             if not fired:
-                own.append(statement)
+                if not _topic_words(statement) & payload:
+                    own.append(statement)
                 continue
             gave_away = True
             if not fired.keys() <= SELF_CONTAINED:
                 return " ".join(own)
+            payload |= _topic_words(statement)
     return " ".join(own) if gave_away else ""
 
 
@@ -587,6 +621,10 @@ def _content_words(text: str) -> set[str]:
     return set(_WORD.findall(normal_form(text).text))
 
 
+def _topic_words(text: str) -> set[str]:
+    return _content_words(text) - _FUNCTION_WORDS
+
+
 def _identifiers(text: str) -> set[str]:
     plain = identifier_form(text)
     found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
@@ -622,7 +660,12 @@ def _value(found: str) -> str:
         return re.sub(r"[.,]", "", found)
     parts = re.split(r"([x\u00d7/:.,-])", found)
     spelled = {"\u00d7": "x", "/": "x", ",": "."}
-    return "".join(spelled.get(part, part) if i % 2 else part.lstrip("0") or "0" for i, part in enumerate(parts))
+    separators = [spelled.get(part, part) for part in parts[1::2]]
+    # Leading zeros say nothing ("02:00" is "2:00"), except in a decimal's fraction ("1.05" is not "1.5").
+    numbers = [
+        number if i and separators[i - 1] == "." else number.lstrip("0") or "0" for i, number in enumerate(parts[::2])
+    ]
+    return "".join(part for pair in zip(numbers, [*separators, ""], strict=True) for part in pair)
 
 
 def _held(identifiers: set[str], pool: set[str]) -> set[str]:

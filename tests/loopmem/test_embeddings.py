@@ -160,8 +160,8 @@ def test_minilm_batches_give_the_same_vectors_as_one_by_one(minilm, monkeypatch)
 
 
 def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_similar_length(minilm, monkeypatch):
-    # The model's time grows with the padded width: padding every text to 128 tokens, or a short text to a long
-    # neighbour's length, multiplied the cost of embedding (docs/performance.md, "Local embedder").
+    # The model's time grows with the padded width: a short text padded to a long neighbour's length (or to the
+    # committed tokenizer's 128) costs as much as the long one (docs/performance.md, "Local embedder").
     widths: list[tuple[int, int]] = []
     session = minilm._session
 
@@ -178,6 +178,24 @@ def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_sim
     (_, short_width), (_, long_width) = widths
     assert short_width <= 5  # [CLS] a cat [SEP]: not 128, not the long texts' width
     assert long_width > 40
+
+
+def test_minilm_caps_a_batch_at_its_padded_tokens(minilm, monkeypatch):
+    widths: list[tuple[int, int]] = []
+    session = minilm._session
+
+    class Recording:
+        def run(self, outputs, feeds):
+            widths.append(feeds["input_ids"].shape)
+            return session.run(outputs, feeds)
+
+    monkeypatch.setattr(minilm, "_session", Recording())
+    monkeypatch.setattr(minilm, "batch_tokens", 24)
+    texts = [f"note {n} about the billing service" for n in range(5)]  # 8 tokens each, [CLS] and [SEP] included
+    vectors = minilm.embed(texts)
+    assert [rows for rows, _ in widths] == [3, 2]  # 3 x 8 fits in 24 padded tokens, a fourth would not
+    one_by_one = [minilm.embed([text])[0] for text in texts]
+    np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
 
 
 def test_minilm_truncates_a_long_text_to_its_first_256_tokens(minilm):
