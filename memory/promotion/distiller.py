@@ -531,7 +531,7 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
             said_by_user |= content_words(turn.content)
         answers = _follows_question(turns, index)
         confirmed = turn.role != "assistant" or CONFIRMATION.match(turn.content.strip()) is not None
-        for line in prose_lines(speaker_text(turn.content)):
+        for line in prose_lines(_own_text(turn.content)):
             for written in (clause for sentence in split_sentences(line) for clause in split_clauses(sentence)):
                 text = strip_fillers(written)
                 raw = fold(written)  # markers are matched without accents: one spelling for "préfère", "prefere"
@@ -541,6 +541,18 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
                     continue
                 sentences.append(Sentence(text, raw, turn.role, index, answers))
     return sentences
+
+
+def _own_text(content: str) -> str:
+    """What the speaker said in their own voice (`speaker_text`), less the sentence a pasted or reported message cut
+    in two: it introduces what follows ("Sven from the platform team wrote me in chat yesterday that ..."), it
+    states nothing. A cut at a line's start leaves the lines before it whole."""
+    own = speaker_text(content)
+    if len(own) == len(content) or own.endswith("\n") or own.rstrip().endswith((".", "!", "?", "\u2026")):
+        return own
+    head, _, last_line = own.rpartition("\n")
+    sentences = split_sentences(last_line)
+    return "\n".join([head, " ".join(sentences[:-1])]) if head else " ".join(sentences[:-1])
 
 
 def content_words(text: str) -> set[str]:

@@ -258,3 +258,21 @@ def test_two_statements_joined_in_one_sentence_are_two_candidates(sentence, clau
 )
 def test_a_sentence_that_is_one_statement_stays_whole(sentence):
     assert split_clauses(sentence) == [sentence]
+
+
+@pytest.mark.parametrize(
+    ("content", "own"),
+    [
+        # Reported speech cuts the sentence that introduces it: the half left states nothing.
+        (
+            "The linter flags long functions. By the way Sven wrote me in chat yesterday: hotfixes skip review.",
+            "The linter flags long functions.",
+        ),
+        ("Our office is in Leeds.\nI got this from the bank saying: 'new IBAN ...'", "Our office is in Leeds.\n"),
+        # A cut at a line's start leaves the line before it whole, punctuated or not.
+        ("We run Postgres 16\n> quoted: something else", "We run Postgres 16\n"),
+        ("We run Postgres 16.", "We run Postgres 16."),
+    ],
+)
+def test_the_sentence_a_pasted_or_reported_message_cuts_in_two_is_not_read(content, own):
+    assert distiller._own_text(content) == own
