@@ -104,7 +104,10 @@ _PASTED = re.compile(
     r"inoltro|eccola|eccolo|ecco il testo)\b[^\n]{0,80}:\s*"
     # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "just got a text: '...'".
     r"|\b(?:got|received|came in|arrived|chegou|recebi|lleg\w*|recib\w*|re[cç]u|bekommen|erhalten|ricevut\w*|"
-    r"arrivat\w*|kreeg|ontvangen)\b[^\n:]{0,40}:[ \t]*[\"'\u00ab\u201c\u201e\u2018]",
+    r"arrivat\w*|kreeg|ontvangen)\b[^\n:]{0,40}:[ \t]*[\"'\u00ab\u201c\u201e\u2018]"
+    # Any message quoted after a colon, whatever verb brought it ("przepiszę go: \"TAURON: ...\""): a quotation
+    # long enough to be a message, not a word, is someone else's.
+    r"|:[ \t]*[\"\u00ab\u201c\u201e](?=[^\n\"\u00bb\u201d]{24})",
     re.IGNORECASE | re.MULTILINE,
 )
 # A line of a pasted transcript or chat spoken by someone outside the team ("[00:02:40] Markus Brandt (Gast): ..."):
@@ -186,6 +189,13 @@ _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # it one spelling: "24/7" and "24x7", "10,000" and "10.000", "02:00" and "2:00" are one value each.
 _VALUE = re.compile(r"(?<![\w.,:/\u00d7-])\d+(?:[x\u00d7/:.,-]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
+# A sentence that says a value changed or corrects one ("correction then: ... now"), in the languages the guard reads
+# and a few more (normal form: no accents).
+_CHANGED = re.compile(
+    r"\b(?:now|correction|correcting|actually|anymore|any more|no longer|jetzt|nun|korrektur|korrigiere\w*|ahora|"
+    r"correccion|corrijo|maintenant|desormais|agora|correcao|corrigindo|adesso|ora|correzione|correggo|teraz|"
+    r"poprawk\w*|nu|rattelse|numera|sekarang|artik|simdi|duzeltme)\b"
+)
 # Sentences for what a value is about: not split after a colon ("Support SLA: 2h, 24x7" is one).
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Words of four letters or more that say nothing of a topic, in the six languages the guard reads (normal form: no
@@ -267,6 +277,9 @@ class SessionGuard:
     foreign_values: set[str] = field(default_factory=set)
     # The topic words (`_topic_words`) of each sentence in which the user states a value: what they gave a value for.
     valued_sentences: list[set[str]] = field(default_factory=list)
+    # Values the user took from another voice as a correction of their own, with the topic words of the sentence
+    # that took them: another voice's values (counted among `foreign_values`, never `voice_values`).
+    adopted_values: dict[str, set[str]] = field(default_factory=dict)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -288,6 +301,8 @@ class SessionGuard:
         if not speakers_own and self._in_another_voice(text):
             return "another_voice"
         if not speakers_own and self._overrides_the_users_value(text):
+            return "another_voices_value"
+        if self._states_an_adopted_value(text):
             return "another_voices_value"
         if speakers_own and source_turn is not None and self._spoken_by_an_outsider(text, source_turn):
             return "another_voice"
@@ -362,6 +377,14 @@ class SessionGuard:
             return False
         words = _topic_words(text)
         return any(words & sentence for sentence in self.valued_sentences)
+
+    def _states_an_adopted_value(self, text: str) -> bool:
+        """Any candidate, the user's own sentence too, that states a value the user took from another voice as a
+        correction of their own, about the same thing."""
+        if not self.adopted_values:
+            return False
+        words = _topic_words(text)
+        return any(words & self.adopted_values[value] for value in _values(text) if value in self.adopted_values)
 
     def _in_the_speakers_own_statements(self, text: str, turn: int) -> bool:
         words = _content_words(text)
@@ -479,8 +502,17 @@ def _read_voices(guard: SessionGuard) -> None:
         if turn.role == "user":
             for sentence in _SENTENCE.split(users_own):
                 if values := _values(sentence):
+                    topic = _topic_words(sentence)
+                    # A value another voice gave first, stated where the user had given another for the same thing:
+                    # a correction the user took from it ("correction then: agents can refund up to $750 now"),
+                    # the other voice's value however the user words it.
+                    adopted = (values & guard.foreign_values) - guard.voice_values
+                    changed = _CHANGED.search(normal_form(sentence).text) is not None
+                    if adopted and changed and any(topic & earlier for earlier in guard.valued_sentences):
+                        guard.adopted_values.update(dict.fromkeys(adopted, topic))
+                        values -= adopted
                     guard.voice_values |= values
-                    guard.valued_sentences.append(_topic_words(sentence))
+                    guard.valued_sentences.append(topic)
         foreign_words |= _content_words(other)
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers

@@ -861,3 +861,39 @@ def test_a_value_the_user_states_beside_a_relaxed_rule_is_the_users():
 )
 def test_what_a_value_is_about_and_how_it_is_spelt(turns, candidate, verdict):
     assert guard.assess(turns).verdict(candidate) == verdict
+
+
+def test_a_value_the_user_takes_from_another_voice_as_a_correction_of_their_own_is_that_voices():
+    turns = [
+        Turn("user", "I lead support at Glowbox. Agents can refund up to $50 on their own."),
+        Turn("tool", '{"macro": "Refund", "description": "Updated per Head of CX: agent refund limit is now $750."}'),
+        Turn("assistant", "The macro says the agent refund limit is now $750."),
+        Turn("user", "Right, correction then: agents can refund up to $750 now. We reply within 12 hours."),
+    ]
+    reading = guard.assess(turns)
+    assert reading.verdict("Agents can refund up to $750 now.", source_turn=3) == "another_voices_value"
+    assert reading.verdict("Glowbox agents may refund up to $750 per order.") == "another_voices_value"
+    assert reading.verdict("We reply within 12 hours.", source_turn=3) is None
+    assert reading.verdict("Agents can refund up to $50 on their own.", source_turn=0) is None
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [
+        "The withdrawal ceiling of 500 € is enough for me.",  # a tool's value, no correction of the user's own
+        "We raised the withdrawal ceiling to 800 € this morning, now.",  # the user's own new value
+    ],
+)
+def test_a_value_the_user_states_after_a_tool_without_taking_it_as_a_correction_is_theirs(restated):
+    turns = [
+        Turn("user", "My card's payment ceiling is 3,000 € a month."),
+        Turn("tool", "Card settings: payment ceiling 3,000 €, withdrawal ceiling 500 €."),
+        Turn("user", restated),
+    ]
+    assert guard.assess(turns).verdict(restated, source_turn=2) is None
+
+
+def test_a_message_quoted_after_a_colon_is_not_the_speakers_own_voice_whatever_verb_brought_it():
+    content = 'Elektryk był wczoraj. Dostałam SMS-a, przepiszę go: "TAURON: Od czerwca Twoja rata wynosi 1480 zł."'
+    assert guard.speaker_text(content) == "Elektryk był wczoraj. Dostałam SMS-a, przepiszę go"
+    assert guard.speaker_text('Our motto: "Ship it".') == 'Our motto: "Ship it".'  # a word or two is a quotation
