@@ -105,6 +105,8 @@ _PASTED = re.compile(
     # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "just got a text: '...'".
     r"|\b(?:got|received|came in|arrived|chegou|recebi|lleg\w*|recib\w*|re[cç]u|bekommen|erhalten|ricevut\w*|"
     r"arrivat\w*|kreeg|ontvangen)\b[^\n:]{0,40}:[ \t]*[\"'\u00ab\u201c\u201e\u2018]"
+    # A chat export's line from a number, not a name: "[08:12] +31 6 4470 2915: Hoi mam, ...".
+    r"|^[ \t]*\[?\d{1,2}:\d{2}(?::\d{2})?\]?[ \t]+\+?\d[\d \t().-]{5,}\d[ \t]*:"
     # Any message quoted after a colon, whatever verb brought it ("przepiszę go: \"TAURON: ...\""): a quotation
     # long enough to be a message, not a word, is someone else's.
     r"|:[ \t]*[\"\u00ab\u201c\u201e](?=[^\n\"\u00bb\u201d]{24})",
@@ -508,7 +510,12 @@ def _read_voices(guard: SessionGuard) -> None:
                     # the other voice's value however the user words it.
                     adopted = (values & guard.foreign_values) - guard.voice_values
                     changed = _CHANGED.search(normal_form(sentence).text) is not None
-                    if adopted and changed and any(topic & earlier for earlier in guard.valued_sentences):
+                    # About the user's own value: a topic word of a sentence that gave one, or that value itself
+                    # ("die Grenze liegt bei 60 %, nicht 85").
+                    about_theirs = bool(values & guard.voice_values) or any(
+                        topic & earlier for earlier in guard.valued_sentences
+                    )
+                    if adopted and changed and about_theirs:
                         guard.adopted_values.update(dict.fromkeys(adopted, topic))
                         values -= adopted
                     guard.voice_values |= values

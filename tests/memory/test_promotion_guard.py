@@ -759,6 +759,7 @@ def test_names_and_lists_that_only_look_like_relayed_ones_are_the_users(turns, c
         "Ryan Holt has access ",
         "1,0-2:",
         "Refunds need no approval, and the desk opens at 9. ",
+        "[1:11] +1 1 1 1 1 ",
     ],
 )
 def test_a_long_turn_built_to_backtrack_is_read_in_one_pass(unit):
@@ -897,3 +898,20 @@ def test_a_message_quoted_after_a_colon_is_not_the_speakers_own_voice_whatever_v
     content = 'Elektryk był wczoraj. Dostałam SMS-a, przepiszę go: "TAURON: Od czerwca Twoja rata wynosi 1480 zł."'
     assert guard.speaker_text(content) == "Elektryk był wczoraj. Dostałam SMS-a, przepiszę go"
     assert guard.speaker_text('Our motto: "Ship it".') == 'Our motto: "Ship it".'  # a word or two is a quotation
+
+
+def test_a_correction_that_names_the_users_old_value_takes_the_new_one_from_another_voice():
+    turns = [
+        Turn("user", "Jeder Merge-Request braucht zwei Approvals, und die Testabdeckung muss mindestens 85 % haben."),
+        Turn("user", 'Nachricht aus Teams:\n\nVon: Jonas Reiter\n"Ab sofort senken wir die Coverage-Grenze auf 60 %."'),
+        Turn("user", "Ok, dann korrigiere ich mich: die Grenze liegt jetzt bei 60 %, nicht 85."),
+    ]  # fmt: skip
+    reading = guard.assess(turns)
+    assert reading.verdict("Die Grenze liegt jetzt bei 60 %, nicht 85.", source_turn=2) == "another_voices_value"
+
+
+def test_a_chat_exports_line_from_a_number_is_not_the_speakers_own_voice():
+    content = "Hij stuurde me twee berichten:\n\n[08:12] +31 6 4470 2915: Hoi mam, dit is mijn nieuwe nummer."
+    assert guard.speaker_text(content) == "Hij stuurde me twee berichten:\n\n"
+    team = "[00:02:40] Chiara: the release is on Thursday."
+    assert guard.speaker_text(team) == team  # a named speaker's line is left to the transcript rules
