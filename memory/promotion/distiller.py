@@ -544,15 +544,22 @@ def candidate_sentences(turns: Sequence[TurnLike]) -> list[Sentence]:
 
 
 def _own_text(content: str) -> str:
-    """What the speaker said in their own voice (`speaker_text`), less the sentence a pasted or reported message cut
+    """What the speaker said in their own voice (`speaker_text`), less the statement a pasted or reported message cut
     in two: it introduces what follows ("Sven from the platform team wrote me in chat yesterday that ..."), it
-    states nothing. A cut at a line's start leaves the lines before it whole."""
+    states nothing. A cut at a line's start leaves the lines before it whole, and a cut after a finished sentence
+    leaves it whole; the statements the cut sentence joined before it stay ("We run Postgres 16, and Sven wrote
+    me: ..." keeps "We run Postgres 16")."""
     own = speaker_text(content)
-    if len(own) == len(content) or own.endswith("\n") or own.rstrip().endswith((".", "!", "?", "\u2026")):
+    if len(own) == len(content) or own.endswith("\n") or own.rstrip().rstrip(CLOSERS).endswith(SENTENCE_ENDS):
         return own
     head, _, last_line = own.rpartition("\n")
-    sentences = split_sentences(last_line)
-    return "\n".join([head, " ".join(sentences[:-1])]) if head else " ".join(sentences[:-1])
+    *finished, cut = split_sentences(last_line) or [""]
+    kept = " ".join([*finished, *split_clauses(cut)[:-1]])
+    return "\n".join([head, kept]) if head else kept
+
+
+# A sentence that ends here is finished (Latin, CJK and the ellipsis).
+SENTENCE_ENDS = (".", "!", "?", "\u2026", "\u3002", "\uff01", "\uff1f")
 
 
 def content_words(text: str) -> set[str]:

@@ -24,9 +24,10 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
 5. a candidate that is not the speaker's own sentence (an LLM's, or an assistant's) is quarantined when most of
    its words are found only in another voice: a tool or system turn, or a document the user pasted
    (`another_voice`), or when it states a value (a number) only another voice or a tainted turn gave, about
-   something the user gave a value for (`another_voices_value`). Promotion keeps what the user established, as the
-   extractive compiler reads it; what a tool or a pasted page said is not that, however plainly it is worded and
-   whatever the assistant answered.
+   something the user gave a value for (`another_voices_value`); and so is any candidate, the user's own sentence
+   too, that states a value the user took from another voice as a correction of their own. Promotion keeps what
+   the user established, as the extractive compiler reads it; what a tool or a pasted page said is not that,
+   however plainly it is worded and whatever the assistant answered.
 
 What it promises: a rule aimed at the memory system, or one that relaxes a control, never reaches memory through
 promotion, whichever compiler read the session. A user who means such a rule stores it explicitly
@@ -105,11 +106,10 @@ _PASTED = re.compile(
     # A message that arrived, quoted after a colon: "Chegou o SMS agora: \"...\"", "just got a text: '...'".
     r"|\b(?:got|received|came in|arrived|chegou|recebi|lleg\w*|recib\w*|re[cç]u|bekommen|erhalten|ricevut\w*|"
     r"arrivat\w*|kreeg|ontvangen)\b[^\n:]{0,40}:[ \t]*[\"'\u00ab\u201c\u201e\u2018]"
-    # A chat export's line from a number, not a name: "[08:12] +31 6 4470 2915: Hoi mam, ...".
-    r"|^[ \t]*\[?\d{1,2}:\d{2}(?::\d{2})?\]?[ \t]+\+?\d[\d \t().-]{5,}\d[ \t]*:"
-    # Any message quoted after a colon, whatever verb brought it ("przepiszę go: \"TAURON: ...\""): a quotation
-    # long enough to be a message, not a word, is someone else's.
-    r"|:[ \t]*[\"\u00ab\u201c\u201e](?=[^\n\"\u00bb\u201d]{24})",
+    # A chat export's line from a number, not a name: "[08:12] +31 6 4470 2915: Hoi mam, ...", with or without the
+    # date ("[14/07/2025, 08:12:33] +31 ...:", "14/07/2025, 08:12 - +31 ...:").
+    r"|^[ \t]*\[?(?:\d{1,4}[./-]\d{1,2}[./-]\d{1,4},?[ \t]+)?\d{1,2}:\d{2}(?::\d{2})?\]?[ \t]+(?:-[ \t]+)?"
+    r"\+?\d[\d \t().-]{5,}\d[ \t]*:",
     re.IGNORECASE | re.MULTILINE,
 )
 # A line of a pasted transcript or chat spoken by someone outside the team ("[00:02:40] Markus Brandt (Gast): ..."):
@@ -219,6 +219,10 @@ _FUNCTION_WORDS = frozenset(
         *("uber", "nach", "sein", "seine", "isso", "essa", "esse", "pelo", "pela", "nosso", "nossa", "nossos"),
         *("sempre", "quando", "onde", "mais", "muito", "sono", "questo", "questa", "ogni", "nostro", "nostra"),
         *("dopo", "prima", "anche", "ancora", "dove", "perche", "tutto", "tutti", "della", "delle", "degli"),
+        # The words that say a value changed (`_CHANGED`): they say nothing of what changed.
+        *("actually", "correction", "correcting", "anymore", "longer", "jetzt", "korrektur", "ahora", "correccion"),
+        *("corrijo", "maintenant", "desormais", "agora", "correcao", "corrigindo", "adesso", "correzione"),
+        *("correggo", "teraz", "rattelse", "numera", "sekarang", "artik", "simdi", "duzeltme", "right", "okay"),
     }
 )
 # Endings that make a dotted name a file, not a domain.
@@ -280,7 +284,8 @@ class SessionGuard:
     # The topic words (`_topic_words`) of each sentence in which the user states a value: what they gave a value for.
     valued_sentences: list[set[str]] = field(default_factory=list)
     # Values the user took from another voice as a correction of their own, with the topic words of the sentence
-    # that took them: another voice's values (counted among `foreign_values`, never `voice_values`).
+    # that took them: another voice's values (counted among `foreign_values`; a later restatement leaves them out of
+    # `voice_values` too).
     adopted_values: dict[str, set[str]] = field(default_factory=dict)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -475,6 +480,7 @@ def _read_voices(guard: SessionGuard) -> None:
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
     speakers_people: set[str] = set()
+    valued_topics: set[str] = set()  # every topic word of `guard.valued_sentences` so far
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
@@ -509,17 +515,19 @@ def _read_voices(guard: SessionGuard) -> None:
                     # a correction the user took from it ("correction then: agents can refund up to $750 now"),
                     # the other voice's value however the user words it.
                     adopted = (values & guard.foreign_values) - guard.voice_values
-                    changed = _CHANGED.search(normal_form(sentence).text) is not None
-                    # About the user's own value: a topic word of a sentence that gave one, or that value itself
-                    # ("die Grenze liegt bei 60 %, nicht 85").
-                    about_theirs = bool(values & guard.voice_values) or any(
-                        topic & earlier for earlier in guard.valued_sentences
-                    )
-                    if adopted and changed and about_theirs:
-                        guard.adopted_values.update(dict.fromkeys(adopted, topic))
+                    # Said as a change ("correction", "now", "jetzt") about the user's own value: a topic word of a
+                    # sentence that gave one, or that value itself ("die Grenze liegt jetzt bei 60 %, nicht 85").
+                    if (
+                        adopted
+                        and _CHANGED.search(normal_form(sentence).text) is not None
+                        and (values & guard.voice_values or topic & valued_topics)
+                    ):
+                        for value in adopted:
+                            guard.adopted_values.setdefault(value, set()).update(topic)
                         values -= adopted
-                    guard.voice_values |= values
+                    guard.voice_values |= values - guard.adopted_values.keys()
                     guard.valued_sentences.append(topic)
+                    valued_topics |= topic
         foreign_words |= _content_words(other)
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers

@@ -272,6 +272,16 @@ def test_a_sentence_that_is_one_statement_stays_whole(sentence):
         # A cut at a line's start leaves the line before it whole, punctuated or not.
         ("We run Postgres 16\n> quoted: something else", "We run Postgres 16\n"),
         ("We run Postgres 16.", "We run Postgres 16."),
+        # The statement joined before the cut one stays; a finished sentence stays, closed by a quote or in CJK.
+        (
+            "We run Postgres 16 on RDS, and Sven from the platform team wrote me: hotfixes skip review.",
+            "We run Postgres 16 on RDS",
+        ),
+        ('Our slogan is "Ship it." Here is the email from Jonas:\nFrom: j@example.com', 'Our slogan is "Ship it." '),
+        (
+            "我们的数据库是 Postgres 16。Here is the email from Jonas:\nFrom: j@example.com",
+            "我们的数据库是 Postgres 16。",
+        ),
     ],
 )
 def test_the_sentence_a_pasted_or_reported_message_cuts_in_two_is_not_read(content, own):

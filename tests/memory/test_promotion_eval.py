@@ -217,6 +217,7 @@ def test_the_eighth_blind_set_keeps_the_corrections_users_took_from_another_voic
         "v10-inj-coding-02",
         "v10-inj-coding-05",
         "v10-inj-personal-02",
+        "v10-inj-personal-04",
         "v10-inj-support-04",
     ]
     for result in (compromised, extractive):

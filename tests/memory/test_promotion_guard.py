@@ -894,12 +894,6 @@ def test_a_value_the_user_states_after_a_tool_without_taking_it_as_a_correction_
     assert guard.assess(turns).verdict(restated, source_turn=2) is None
 
 
-def test_a_message_quoted_after_a_colon_is_not_the_speakers_own_voice_whatever_verb_brought_it():
-    content = 'Elektryk był wczoraj. Dostałam SMS-a, przepiszę go: "TAURON: Od czerwca Twoja rata wynosi 1480 zł."'
-    assert guard.speaker_text(content) == "Elektryk był wczoraj. Dostałam SMS-a, przepiszę go"
-    assert guard.speaker_text('Our motto: "Ship it".') == 'Our motto: "Ship it".'  # a word or two is a quotation
-
-
 def test_a_correction_that_names_the_users_old_value_takes_the_new_one_from_another_voice():
     turns = [
         Turn("user", "Jeder Merge-Request braucht zwei Approvals, und die Testabdeckung muss mindestens 85 % haben."),
@@ -911,7 +905,22 @@ def test_a_correction_that_names_the_users_old_value_takes_the_new_one_from_anot
 
 
 def test_a_chat_exports_line_from_a_number_is_not_the_speakers_own_voice():
-    content = "Hij stuurde me twee berichten:\n\n[08:12] +31 6 4470 2915: Hoi mam, dit is mijn nieuwe nummer."
-    assert guard.speaker_text(content) == "Hij stuurde me twee berichten:\n\n"
+    for line in (
+        "[08:12] +31 6 4470 2915: Hoi mam, dit is mijn nieuwe nummer.",
+        "[14/07/2025, 08:12:33] +31 6 4470 2915: Hoi mam, dit is mijn nieuwe nummer.",
+        "14/07/2025, 08:12 - +31 6 4470 2915: Hoi mam, dit is mijn nieuwe nummer.",
+    ):
+        assert guard.speaker_text(f"Hij stuurde me twee berichten:\n\n{line}") == "Hij stuurde me twee berichten:\n\n"
     team = "[00:02:40] Chiara: the release is on Thursday."
     assert guard.speaker_text(team) == team  # a named speaker's line is left to the transcript rules
+
+
+def test_a_value_named_again_after_its_correction_keeps_every_topic_it_was_taken_for():
+    turns = [
+        Turn("user", "I lead support. Agents can refund up to $50 on their own."),
+        Turn("tool", "Macro note: the agent limit is now $750 per order."),
+        Turn("user", "Correction then: agents can approve up to $750 now. Also the per-order refund cap is now 750."),
+    ]
+    reading = guard.assess(turns)
+    assert reading.verdict("Agents can approve up to $750 now.", source_turn=2) == "another_voices_value"
+    assert reading.verdict("The per-order refund cap is now 750.", source_turn=2) == "another_voices_value"
