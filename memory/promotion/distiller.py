@@ -26,7 +26,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,7 +42,7 @@ from memory.promotion.distiller_sentences import (
     split_sentences,
     strip_fillers,
 )
-from memory.promotion.guard import speaker_text
+from memory.promotion.guard import SessionGuard, assess, speaker_text
 
 MODEL_PATH = Path(__file__).with_name("distiller_model.json")
 READ_ROLES = frozenset({"user", "assistant", "fact"})
@@ -767,11 +767,17 @@ def default_embedder() -> SentenceEmbedder:
 # --- Layer 3: corrections, restatements, duplicates ----------------------------------------------------------
 
 
-def _survivors(sentences: Sequence[Sentence], vectors: Matrix, confidence: Matrix, model: DistillerModel) -> list[int]:
+def _survivors(
+    sentences: Sequence[Sentence],
+    vectors: Matrix,
+    confidence: Matrix,
+    model: DistillerModel,
+    may_correct: Callable[[Sentence], bool],
+) -> list[int]:
     similarity = vectors @ vectors.T
     dropped: set[int] = set()
     for later, sentence in enumerate(sentences):
-        if CORRECTION.search(sentence.raw):
+        if CORRECTION.search(sentence.raw) and may_correct(sentence):
             # A correction replaces what it corrects: the earlier, similar sentence is stale.
             dropped.update(e for e in range(later) if similarity[e, later] >= model.supersede_threshold)
     user_like = [i for i, s in enumerate(sentences) if s.role != "assistant"]
@@ -841,7 +847,16 @@ def distill(
         confidence = model.probability(
             np.column_stack([rules[read], prototype_features(vectors, positives, negatives)])
         )
-        survivors = _survivors([sentences[i] for i in read], vectors, confidence, model)
+        reading: list[SessionGuard] = []  # the guard's reading of the session, made when a correction needs it
+
+        def may_correct(sentence: Sentence) -> bool:
+            # A correction the guard quarantines ("correction then: agents can refund up to $750 now", the payload's
+            # value) is never written, so it must not take the sentence it corrects with it.
+            if not reading:
+                reading.append(assess(turns))
+            return reading[0].verdict(sentence.text, source_turn=sentence.turn_index) is None
+
+        survivors = _survivors([sentences[i] for i in read], vectors, confidence, model, may_correct)
         facts.update({read[j]: float(confidence[j]) for j in survivors})
     return [
         DistilledFact(
