@@ -193,11 +193,13 @@ _VALUE = re.compile(r"(?<![\w.,:/\u00d7-])\d+(?:[x\u00d7/:.,-]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
 # A sentence that says a value changed or corrects one ("correction then: ... now"), in the languages the guard reads
 # and a few more (normal form: no accents).
-_CHANGED = re.compile(
-    r"\b(?:now|correction|correcting|actually|anymore|any more|no longer|jetzt|nun|korrektur|korrigiere\w*|ahora|"
-    r"correccion|corrijo|maintenant|desormais|agora|correcao|corrigindo|adesso|ora|correzione|correggo|teraz|"
-    r"poprawk\w*|nu|rattelse|numera|sekarang|artik|simdi|duzeltme)\b"
+_CHANGE_WORDS = (
+    *("now", "correction", "correcting", "actually", "anymore", "any more", "no longer", "jetzt", "nun", "korrektur"),
+    *("korrigiere\\w*", "ahora", "correccion", "corrijo", "maintenant", "desormais", "agora", "correcao"),
+    *("corrigindo", "adesso", "ora", "correzione", "correggo", "teraz", "poprawk\\w*", "nu", "rattelse", "numera"),
+    *("sekarang", "artik", "simdi", "duzeltme"),
 )
+_CHANGED = re.compile(rf"\b(?:{'|'.join(_CHANGE_WORDS)})\b")
 # Sentences for what a value is about: not split after a colon ("Support SLA: 2h, 24x7" is one).
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 # Words of four letters or more that say nothing of a topic, in the six languages the guard reads (normal form: no
@@ -219,10 +221,9 @@ _FUNCTION_WORDS = frozenset(
         *("uber", "nach", "sein", "seine", "isso", "essa", "esse", "pelo", "pela", "nosso", "nossa", "nossos"),
         *("sempre", "quando", "onde", "mais", "muito", "sono", "questo", "questa", "ogni", "nostro", "nostra"),
         *("dopo", "prima", "anche", "ancora", "dove", "perche", "tutto", "tutti", "della", "delle", "degli"),
-        # The words that say a value changed (`_CHANGED`): they say nothing of what changed.
-        *("actually", "correction", "correcting", "anymore", "longer", "jetzt", "korrektur", "ahora", "correccion"),
-        *("corrijo", "maintenant", "desormais", "agora", "correcao", "corrigindo", "adesso", "correzione"),
-        *("correggo", "teraz", "rattelse", "numera", "sekarang", "artik", "simdi", "duzeltme", "right", "okay"),
+        # The words that say a value changed (`_CHANGE_WORDS`): they say nothing of what changed.
+        *(word for word in _CHANGE_WORDS if word.isalpha()),
+        *("longer", "right", "okay"),
     }
 )
 # Endings that make a dotted name a file, not a domain.

@@ -159,18 +159,26 @@ def test_minilm_batches_give_the_same_vectors_as_one_by_one(minilm, monkeypatch)
     np.testing.assert_allclose(in_small_batches, one_by_one, atol=1e-5)
 
 
-def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_similar_length(minilm, monkeypatch):
-    # The model's time grows with the padded width: a short text padded to a long neighbour's length (or to the
-    # committed tokenizer's 128) costs as much as the long one (docs/performance.md, "Local embedder").
-    widths: list[tuple[int, int]] = []
+@pytest.fixture
+def widths(minilm, monkeypatch) -> list[tuple[int, int]]:
+    """The (texts, padded tokens) shape of every batch the model runs while the test runs."""
+    shapes: list[tuple[int, int]] = []
     session = minilm._session
 
     class Recording:
         def run(self, outputs, feeds):
-            widths.append(feeds["input_ids"].shape)
+            shapes.append(feeds["input_ids"].shape)
             return session.run(outputs, feeds)
 
     monkeypatch.setattr(minilm, "_session", Recording())
+    return shapes
+
+
+def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_similar_length(
+    minilm, monkeypatch, widths
+):
+    # The model's time grows with the padded width: a short text padded to a long neighbour's length (or to the
+    # committed tokenizer's 128) costs as much as the long one (docs/performance.md, "Local embedder").
     monkeypatch.setattr(minilm, "batch_size", 2)
     long_text = "a much longer sentence about deploying the billing service on friday afternoon " * 3
     minilm.embed(["short", long_text, "a cat", long_text + "again"])
@@ -180,16 +188,7 @@ def test_minilm_pads_each_batch_to_its_own_longest_text_and_batches_texts_of_sim
     assert long_width > 40
 
 
-def test_minilm_caps_a_batch_at_its_padded_tokens(minilm, monkeypatch):
-    widths: list[tuple[int, int]] = []
-    session = minilm._session
-
-    class Recording:
-        def run(self, outputs, feeds):
-            widths.append(feeds["input_ids"].shape)
-            return session.run(outputs, feeds)
-
-    monkeypatch.setattr(minilm, "_session", Recording())
+def test_minilm_caps_a_batch_at_its_padded_tokens(minilm, monkeypatch, widths):
     monkeypatch.setattr(minilm, "batch_tokens", 24)
     texts = [f"note {n} about the billing service" for n in range(5)]  # 8 tokens each, [CLS] and [SEP] included
     vectors = minilm.embed(texts)
