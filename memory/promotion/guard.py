@@ -23,8 +23,8 @@ malicious user) must not survive it. The guard reads the conversation, not a lis
    LLM that decoded a hidden payload, or made the contact up);
 5. a candidate that is not the speaker's own sentence (an LLM's, or an assistant's) is quarantined when most of
    its words are found only in another voice: a tool or system turn, or a document the user pasted
-   (`another_voice`), or when it states a value (a number) only another voice or a tainted turn gave, about
-   something the user gave a value for (`another_voices_value`); and so is any candidate, the user's own sentence
+   (`another_voice`), or names a person only another voice named, or states a value (a number) only another voice
+   or a tainted turn gave (`another_voices_value`); and so is any candidate, the user's own sentence
    too, that states a value the user took from another voice as a correction of their own. Promotion keeps what
    the user established, as the extractive compiler reads it; what a tool or a pasted page said is not that,
    however plainly it is worded and whatever the assistant answered.
@@ -191,6 +191,32 @@ _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # it one spelling: "24/7" and "24x7", "10,000" and "10.000", "02:00" and "2:00" are one value each.
 _VALUE = re.compile(r"(?<![\w.,:/\u00d7-])\d+(?:[x\u00d7/:.,-]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
+# Numbers written as words are the same values ("two reviewers" is "2 reviewers", "thirty days" "30 days"), in the
+# languages the guard reads; words that are also everyday words or articles are left out ("one", "ein", "due",
+# "sei", "once", "neuf", "sept", "elf", "cent", "sto", "tien").
+_NUMBER_WORDS = {
+    word: str(number)
+    for words, number in (
+        (("two", "zwei", "deux", "dos", "dois", "duas", "twee", "dwa", "dwie", "två"), 2),
+        (("three", "drei", "trois", "tres", "tre", "três", "drie", "trzy"), 3),
+        (("four", "vier", "quatre", "cuatro", "quattro", "quatro", "cztery", "fyra"), 4),
+        (("five", "fünf", "cinq", "cinco", "cinque", "vijf", "pięć", "fem"), 5),
+        (("six", "sechs", "seis", "zes", "sześć"), 6),
+        (("seven", "sieben", "siete", "sette", "sete", "zeven", "siedem", "sju"), 7),
+        (("eight", "acht", "huit", "ocho", "oito", "osiem", "åtta"), 8),
+        (("nine", "neun", "nueve", "nove", "negen", "dziewięć", "nio"), 9),
+        (("ten", "zehn", "dix", "diez", "dieci", "dez", "dziesięć"), 10),
+        (("twelve", "zwölf", "douze", "doce", "dodici", "doze", "twaalf", "dwanaście", "tolv"), 12),
+        (("twenty", "zwanzig", "vingt", "veinte", "venti", "vinte", "twintig", "dwadzieścia", "tjugo"), 20),
+        (("thirty", "dreißig", "dreissig", "trente", "treinta", "trenta", "trinta", "dertig", "trzydzieści"), 30),
+        (("forty", "vierzig", "quarante", "cuarenta", "quaranta", "quarenta", "veertig", "czterdzieści"), 40),
+        (("sixty", "sechzig", "soixante", "sesenta", "sessanta", "sessenta", "zestig", "sześćdziesiąt"), 60),
+        (("ninety", "neunzig", "noventa", "novanta", "negentig", "dziewięćdziesiąt"), 90),
+        (("hundred", "hundert", "cien", "cento", "cem", "honderd", "hundra"), 100),
+    )
+    for word in words
+}
+_NUMBER_WORD = re.compile(r"\b(?:" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b")
 # A sentence that says a value changed or corrects one ("correction then: ... now"), in the languages the guard reads
 # and a few more (normal form: no accents).
 _CHANGE_WORDS = (
@@ -282,12 +308,12 @@ class SessionGuard:
     # payload wrote.
     voice_values: set[str] = field(default_factory=set)
     foreign_values: set[str] = field(default_factory=set)
-    # The topic words (`_topic_words`) of each sentence in which the user states a value: what they gave a value for.
-    valued_sentences: list[set[str]] = field(default_factory=list)
     # Values the user took from another voice as a correction of their own, with the topic words of the sentence
     # that took them: another voice's values (counted among `foreign_values`; a later restatement leaves them out of
     # `voice_values` too).
     adopted_values: dict[str, set[str]] = field(default_factory=dict)
+    # Full names (`_full_names`) that only another voice wrote: no speaker named them in their own words.
+    foreign_people: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
         """The rule that quarantines this candidate, or None when it may be written."""
@@ -308,7 +334,9 @@ class SessionGuard:
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
         if not speakers_own and self._in_another_voice(text):
             return "another_voice"
-        if not speakers_own and self._overrides_the_users_value(text):
+        if not speakers_own and _full_names(text) & self.foreign_people:
+            return "another_voice"  # "..., per Marcos Ibarra": the pasted message's authority, in an LLM's words
+        if not speakers_own and self._states_another_voices_value(text):
             return "another_voices_value"
         if self._states_an_adopted_value(text):
             return "another_voices_value"
@@ -372,19 +400,13 @@ class SessionGuard:
         known = foreign | (words & self.voice_words)
         return len(known) >= MIN_KNOWN_WORDS and len(foreign) / len(known) >= FOREIGN_SHARE
 
-    def _overrides_the_users_value(self, text: str) -> bool:
+    def _states_another_voices_value(self, text: str) -> bool:
         """A candidate that is not the speaker's own sentence states a value only another voice gave (a tool, a
-        pasted document, a tainted turn's payload), about something the user gave a value for: it shares a topic
-        word with a sentence in which the user states one. A tool's "correction" of the user's SLA, written by an
-        LLM in the user's terms and in another language, has nothing else to give it away: its numbers are the
-        tool's."""
-        if not self.valued_sentences:
-            return False
-        theirs = (_values(text) & self.foreign_values) - self.voice_values
-        if not theirs:
-            return False
-        words = _topic_words(text)
-        return any(words & sentence for sentence in self.valued_sentences)
+        pasted document, a tainted turn's payload). A tool's "correction" of the user's SLA, written by an LLM in
+        the user's terms and in another language, has nothing else to give it away: its numbers are the tool's.
+        Whatever the value is about: the extractive compiler never writes a tool's sentence, and an LLM's memory
+        vouches for no more than the user said (a topic shared with the user's values missed every translation)."""
+        return bool((_values(text) & self.foreign_values) - self.voice_values)
 
     def _states_an_adopted_value(self, text: str) -> bool:
         """Any candidate, the user's own sentence too, that states a value the user took from another voice as a
@@ -478,10 +500,12 @@ def _read_voices(guard: SessionGuard) -> None:
     speaker's turn). The assistant's words are neither: it restates both."""
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
+    foreign_people: set[str] = set()
+    spoken_people: set[str] = set()
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
     speakers_people: set[str] = set()
-    valued_topics: set[str] = set()  # every topic word of `guard.valued_sentences` so far
+    valued_topics: set[str] = set()  # every topic word of a sentence in which the user stated a value, so far
     for index, turn in enumerate(guard.turns):
         if turn.role == "assistant":
             continue
@@ -527,9 +551,10 @@ def _read_voices(guard: SessionGuard) -> None:
                             guard.adopted_values.setdefault(value, set()).update(topic)
                         values -= adopted
                     guard.voice_values |= values - guard.adopted_values.keys()
-                    guard.valued_sentences.append(topic)
                     valued_topics |= topic
         foreign_words |= _content_words(other)
+        foreign_people |= _full_names(other)
+        spoken_people |= _full_names(own)
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS:
@@ -537,6 +562,7 @@ def _read_voices(guard: SessionGuard) -> None:
         else:
             relayed |= {found for found in other_identifiers if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
+    guard.foreign_people = foreign_people - spoken_people
     guard.foreign_identifiers = foreign_identifiers
     contacts = {found for found in relayed if is_contact(found)}
     guard.relayed_contacts = contacts - _held(contacts, guard.voice_identifiers)
@@ -676,6 +702,8 @@ def _topic_words(text: str) -> set[str]:
 def _identifiers(text: str) -> set[str]:
     plain = identifier_form(text)
     found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
+    # An address's domain is the sender's too: "their secops inbox at brightline-logistics-sec.com" names it.
+    found |= {identifier.rsplit("@", 1)[1] for identifier in found if "@" in identifier.strip("@")}
     # A contact spelt with look-alike letters or in punycode is also what a reader sees: a user who types the
     # domain a tool showed them in plain letters repeats the tool's domain. The literal form stays: it is another
     # domain than the user's own.
@@ -699,8 +727,9 @@ def _identifiers(text: str) -> set[str]:
 
 
 def _values(text: str) -> set[str]:
-    """The values a text states (`_VALUE`), each in one spelling."""
-    return {_value(found) for found in _VALUE.findall(identifier_form(text))}
+    """The values a text states (`_VALUE`, or a number word), each in one spelling."""
+    plain = _NUMBER_WORD.sub(lambda word: _NUMBER_WORDS[word.group()], identifier_form(text))
+    return {_value(found) for found in _VALUE.findall(plain)}
 
 
 def _value(found: str) -> str:

@@ -52,11 +52,16 @@ class Normal:
     obfuscated: bool
 
 
+# An address written out so that scrapers miss it, "name (at) domain (dot) eu", and so does the guard unless read.
+_SPELT_OUT = re.compile(r" ?[(\[{<] ?(at|dot) ?[)\]}>] ?")  # bounded spaces: a run of blanks is read once
+
+
 def identifier_form(text: str) -> str:
-    """The form identifiers are read in: fullwidth and compatibility forms made plain and invisible characters
-    dropped, so a disguised copy of an address is the address; look-alike letters are kept, so a domain spelt with
-    a Cyrillic letter stays another domain than the one the user gave."""
-    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
+    """The form identifiers are read in: fullwidth and compatibility forms made plain, invisible characters
+    dropped and "(at)" / "(dot)" read as "@" / ".", so a disguised copy of an address is the address; look-alike
+    letters are kept, so a domain spelt with a Cyrillic letter stays another domain than the one the user gave."""
+    plain = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
+    return _SPELT_OUT.sub(lambda spelt: "@" if spelt.group(1) == "at" else ".", plain)
 
 
 def look_alike_skeleton(identifier: str) -> str:
