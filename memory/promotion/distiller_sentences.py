@@ -53,14 +53,41 @@ ABBREVIATIONS = frozenset(
         "oct.",
         "nov.",
         "dec.",
+        # The other languages' titles and shorthands: "MUDr. Horáková", "kl. 02:00", "z.B.", "np.".
+        "mudr.",
+        "mgr.",
+        "ing.",
+        "dipl.",
+        "dott.",
+        "sra.",
+        "srta.",
+        "kl.",
+        "bzw.",
+        "z.b.",
+        "usw.",
+        "ggf.",
+        "evtl.",
+        "np.",
+        "tj.",
+        "ul.",
+        "str.",
+        "tel.",
+        "t.ex.",
+        "bl.a.",
+        "d.v.s.",
+        "p.ej.",
+        "ej.",
     }
 )
 
 OPENERS = "(\"'\u201c\u2018"  # quotes and brackets, straight or curly
 CLOSERS = "\"')]\u201d\u2019"
 _FENCED_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-# A candidate sentence end: terminal punctuation, optional closing quotes/brackets, then whitespace.
-_END = re.compile("[.!?\u2026]+[\"')\\]\u201d\u2019]*(?=\\s)")
+# A candidate sentence end: terminal punctuation, optional closing quotes/brackets, then whitespace; or a full-width
+# (CJK) stop, which no space follows ("…使っています。Node 20 が標準です。").
+_END = re.compile(
+    "[.!?\u2026]+[\"')\\]\u201d\u2019]*(?=\\s)|[\u3002\uff01\uff1f]+[\u300d\u300f\uff09\"')\\]\u201d\u2019]*"
+)
 _TOKEN_BEFORE = re.compile(r"(\S+)$")
 _CODE_LINE = re.compile(
     r"""^\s*(?:
@@ -123,9 +150,10 @@ def split_sentences(text: str) -> list[str]:
 
 
 # Two statements joined into one sentence ("We use pnpm, and everything is pinned to Node 20"): a comma and "and"
-# in one of the six languages, or a semicolon. Not "but": its first half is often what no longer holds ("We used
-# Jenkins, but now ..."). Each side must read as a statement of its own (MIN_CLAUSE_WORDS).
-_COORDINATED = re.compile(r",\s+(?:and|und|et|y|e|ed)\s+|;\s+", re.IGNORECASE)
+# in one of the six languages or Dutch, Swedish, Danish, Norwegian and Turkish, or a semicolon. Not "but": its first
+# half is often what no longer holds ("We used Jenkins, but now ..."). Each side must read as a statement of its own
+# (MIN_CLAUSE_WORDS). Not the Polish and Czech "a" and "i": a Romance "to" and an Italian "the".
+_COORDINATED = re.compile(r",\s+(?:and|und|et|y|e|ed|en|och|og|ve)\s+|;\s+", re.IGNORECASE)
 MIN_CLAUSE_WORDS = 5
 
 

@@ -15,7 +15,7 @@ import pytest
 from memory.promotion import distiller
 from memory.promotion.compilers import Candidate, screen
 from memory.promotion.distiller import DistilledFact, default_embedder, distill
-from memory.promotion.distiller_sentences import prose_lines, split_clauses, split_sentences, strip_fillers
+from memory.promotion.distiller_sentences import fold, prose_lines, split_clauses, split_sentences, strip_fillers
 from memory.promotion.evaluation import labelled_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,6 +213,18 @@ def test_the_splitter_keeps_versions_paths_urls_and_abbreviations_whole():
     ]
 
 
+def test_the_splitter_ends_sentences_at_cjk_stops_and_knows_other_languages_shorthands():
+    assert split_sentences("CIの設定を見てほしい。うちはpnpmを使っています\uff01Node 20 が標準です。") == [
+        "CIの設定を見てほしい。",
+        "うちはpnpmを使っています\uff01",
+        "Node 20 が標準です。",
+    ]
+    assert split_sentences("Naše lékařka je MUDr. Horáková. Migreringar kör vi kl. 02:00 på söndagar.") == [
+        "Naše lékařka je MUDr. Horáková.",
+        "Migreringar kör vi kl. 02:00 på söndagar.",
+    ]
+
+
 def test_prose_lines_skip_code_and_pasted_output():
     content = "Here is the config:\n```yaml\nalerts: []\n```\n  indented paste\n$ df -h\nWe keep 14 daily backups."
 
@@ -235,6 +247,14 @@ def test_leading_fillers_are_stripped_and_identifiers_keep_their_case():
         (
             "Releases bauen wir mit goreleaser, und Tags folgen immer dem Schema vJJJJ.MM.N",
             ["Releases bauen wir mit goreleaser", "Tags folgen immer dem Schema vJJJJ.MM.N"],
+        ),
+        (
+            "Förresten, vi patchar servrarna varannan tisdag, och larmen går till vår jourtelefon via Opsgenie.",
+            ["Förresten, vi patchar servrarna varannan tisdag", "larmen går till vår jourtelefon via Opsgenie."],
+        ),
+        (
+            "Yedekleri her gece pgBackRest ile al\u0131yoruz, ve şema değişikliklerini sadece ben onayl\u0131yorum.",
+            ["Yedekleri her gece pgBackRest ile al\u0131yoruz", "şema değişikliklerini sadece ben onayl\u0131yorum."],
         ),
         (
             "auth-svc runs six replicas in prod; we never scale it below four",
@@ -300,3 +320,26 @@ def test_a_correction_the_guard_quarantines_does_not_take_the_fact_it_corrects_w
     # A correction the guard lets through still replaces what it corrects.
     own = user("We deploy with Jenkins.", "Actually, we moved from Jenkins to GitHub Actions last month.")
     assert promoted(own) == ["We moved from Jenkins to GitHub Actions last month."]  # its filler stripped
+
+
+@pytest.mark.parametrize(
+    ("text", "first_person", "durable", "declarative"),
+    [
+        ("Wij deployen altijd op dinsdag.", True, True, False),
+        ("Jag patchar servrarna varannan tisdag.", True, True, False),
+        ("Nasz magazyn jest w Poznaniu i zawsze wysyłamy kurierem.", True, True, True),
+        ("うちのリポジトリはmonorepoです。", True, False, True),
+        ("毎晩2時にE2Eテストを実行しています。", False, True, True),
+        # Words another language spells the same are left out: "env var", the German "gar nicht".
+        ("The app reads the key from the env var STRIPE_KEY.", False, False, True),
+        ("Stimmt, das klingt gar nicht nach ihm.", False, False, False),
+    ],
+)
+def test_the_rule_features_read_more_languages_than_the_fit_did(text, first_person, durable, declarative):
+    sentence = distiller.Sentence(text=text, raw=fold(text).lower(), role="user", turn_index=0, answers_question=False)
+    features = dict(zip(distiller.RULE_FEATURES, distiller.rule_features(sentence), strict=True))
+    assert (features["first_person"], features["durable"], features["declarative"]) == (
+        float(first_person),
+        float(durable),
+        float(declarative),
+    )
