@@ -257,6 +257,10 @@ DURABLE = _words(
     "tutte le",
     "d'ora in poi",
     "di default",
+    # Dutch, Swedish, Polish, Czech and Turkish, folded the same way.
+    *("altijd", "nooit", "elke", "iedere", "voortaan", "alltid", "aldrig", "varje", "varannan", "hadanefter"),
+    *("zawsze", "nigdy", "kazd[yaeo]", "codziennie", "od teraz", "vzdy", "vzdycky", "nikdy", "kazd[yaeou]"),
+    *("denne", "her zaman", "asla", "hicbir zaman", "her (?:gun|gece|hafta|ay|sabah)"),
 )
 PREFERENCE = _words(
     "i prefer",
@@ -299,6 +303,9 @@ PREFERENCE = _words(
     "ich bin vegetarier(?:in)?",
     "sou vegetarian[oa]",
     "sono vegetarian[oa]",
+    # Dutch, Swedish, Polish, Czech and Turkish, folded the same way.
+    *("ik wil graag", "liever", "voorkeur", "foredrar", "helst", "wole", "preferuje", "preferuji", "radeji"),
+    "tercih ederim",
 )
 DECISION = _words(
     "we decided",
@@ -446,7 +453,17 @@ FIRST_PERSON = _words(
     *("yo", "mi", "mis", "nosotros", "nuestro", "nuestra", "nuestros", "nuestras", "je", "j'", "mon", "ma", "mes"),
     *("nous", "notre", "nos", "on", "ich", "mein", "meine", "meinen", "meiner", "wir", "unser", "unsere", "unseren"),
     *("eu", "meu", "minha", "nosso", "nossa", "a gente", "io", "mio", "mia", "noi", "nostro", "nostra", "da noi"),
+    # Dutch, Swedish, Polish, Czech and Turkish (not the words another language spells the same: "min" for minutes,
+    # "var" in "env var", "vi" in Italian, "ja" in German and Portuguese, "onze" in French).
+    *("ik", "mijn", "wij", "ons", "jag", "mitt", "mina", "vart", "vara", "oss", "moj", "moja", "moje"),
+    *("nasz", "nasza", "nasze", "naszym", "naszej", "naszego", "u nas", "mnie", "muj", "nase", "nasem", "nasi"),
+    *("u nas", "benim", "bizim", "bizde", "biz"),
 )
+# The same, in Japanese and Chinese, which no space sets apart (no word boundary).
+CJK_FIRST_PERSON = re.compile("私|僕|うち|弊社|我々|我们|我")
+CJK_DURABLE = re.compile("いつも|毎日|毎晩|毎週|毎月|毎年|必す|每天|每周|总是|從不|从不")
+# A Japanese sentence that ends as a statement does (polite or plain copula, a finished verb).
+CJK_STATEMENT = re.compile("(?:です|ます|でした|ました|である|だ|是)[\u3002\uff01]?$")
 TRANSIENT = _words(
     *("right now", "i need", "i want to", "today", "tonight", "tomorrow", "this morning", "this afternoon"),
     *("one sec", "let me", "i'll", "going to", "for now", "so far", "at the moment", "currently", "here's"),
@@ -499,7 +516,7 @@ DECLARATIVE = re.compile(
     r"reach(?:es)?|requires?|belongs?|costs?|ships?|expires?|renews?|appl(?:y|ies)|issues?|includes?|covers?|"
     r"works?|opens?|closes?|sits?|points?|reads?|es|son|esta|estan|tiene|tienen|va|van|se|est|sont|a|ont|vont|"
     r"ist|sind|wird|werden|liegt|hat|haben|geht|gehen|lauft|laufen|e|sao|fica|ficam|tem|vai|vao|sono|resta|ha|"
-    r"hanno|vanno)\b",
+    r"hanno|vanno|zijn|heeft|hebben|staat|draait|wordt|ar|har|ligger|kors|jest|sa|maja|jsou|maji)\b",
     re.IGNORECASE,
 )
 # Opens on what an earlier sentence said ("That one's recurring", "Das ist falsch eingetragen", "Ce sont nos
@@ -632,20 +649,20 @@ def rule_features(sentence: Sentence) -> list[float]:
     flags = (
         sentence.role == "fact",
         sentence.role == "assistant",
-        DURABLE.search(raw) is not None,
+        DURABLE.search(raw) is not None or CJK_DURABLE.search(raw) is not None,
         PREFERENCE.search(raw) is not None,
         DECISION.search(raw) is not None,
         CORRECTION.search(raw) is not None,
         CONSTRAINT.search(raw) is not None,
         IDENTIFIER.search(sentence.text) is not None,
         PROPER_NOUN.search(sentence.text) is not None,
-        FIRST_PERSON.search(raw) is not None,
+        FIRST_PERSON.search(raw) is not None or CJK_FIRST_PERSON.search(raw) is not None,
         TRANSIENT.search(raw) is not None,
         IMPERATIVE.match(fold(sentence.text)) is not None and PREFERENCE.search(raw) is None,
         sentence.answers_question,
         SECOND_PERSON.search(raw) is not None,
         len(sentence.text.split()) <= 4,
-        DECLARATIVE.match(fold(sentence.text)) is not None,
+        DECLARATIVE.match(fold(sentence.text)) is not None or CJK_STATEMENT.search(sentence.text) is not None,
         ANAPHORIC.match(fold(sentence.text)) is not None,
         POLITE_REQUEST.search(raw) is not None,
     )
