@@ -771,12 +771,16 @@ def test_names_and_lists_that_only_look_like_relayed_ones_are_the_users(turns, c
         "1,0-2:",
         "Refunds need no approval, and the desk opens at 9. ",
         "[1:11] +1 1 1 1 1 ",
+        " ( at ",
+        "a (dot) ",
+        "two-thirty ",
+        "Ann Lee, ",
     ],
 )
 def test_a_long_turn_built_to_backtrack_is_read_in_one_pass(unit):
     # Each unit repeated is built against one pattern (an account number's groups, a pointer, a transcript line, a
     # quoted message, a French negation, punycode, names beside an approval, look-alike letters, blank lines, a
-    # value's compound, statements after a relaxed rule): a
+    # value's compound, statements after a relaxed rule, an address spelt out, number words, full names): a
     # pattern that backtracks on it takes minutes at this size (the account groups took 30 s at 10 KB, blank lines
     # 26 s at 20 KB), one that does not, a second.
     text = (unit * (60_000 // len(unit)))[:60_000]
