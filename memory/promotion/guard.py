@@ -156,6 +156,7 @@ _PERSON_NAME = re.compile(r"\b([A-Z][a-z]{2,})[ \t]+(?:[A-Z][a-z]+|[A-Z]\.)")
 # "Ryan Holt"; spaces between them are read as one ("Ryan  Holt", a no-break space).
 _FULL_NAME = re.compile(r"\b(?=([A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+[^\S\n]+[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+)\b)")
 _SENTENCE_END = re.compile(r"[.!?\n]")
+_OPENS_A_SENTENCE = frozenset(".!?:;\n\"'\u00ab\u201c\u201e([{>*-\u2014\u2013")
 # Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
@@ -192,31 +193,34 @@ _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 _VALUE = re.compile(r"(?<![\w.,:/\u00d7-])\d+(?:[x\u00d7/:.,-]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:[.,]\d{3})+")
 # Numbers written as words are the same values ("two reviewers" is "2 reviewers", "thirty days" "30 days"), in the
-# languages the guard reads; words that are also everyday words or articles are left out ("one", "ein", "due",
-# "sei", "once", "neuf", "sept", "elf", "cent", "sto", "tien").
+# languages the guard reads and a few more (casefolded: "dreißig" is "dreissig"); words that are also everyday words
+# or articles somewhere are left out ("one", "ein", "due", "sei", "once", "neuf", "sept", "elf", "cent", "sto",
+# "tien", "ten", "dos", "doce", "doze", "sete", "dez", "venti", "cento", "cem"), and so is a run of them
+# ("twenty-four", "two hundred"): read word by word it would be other values.
 _NUMBER_WORDS = {
     word: str(number)
     for words, number in (
-        (("two", "zwei", "deux", "dos", "dois", "duas", "twee", "dwa", "dwie", "två"), 2),
+        (("two", "zwei", "deux", "dois", "duas", "twee", "dwa", "dwie", "två"), 2),
         (("three", "drei", "trois", "tres", "tre", "três", "drie", "trzy"), 3),
         (("four", "vier", "quatre", "cuatro", "quattro", "quatro", "cztery", "fyra"), 4),
         (("five", "fünf", "cinq", "cinco", "cinque", "vijf", "pięć", "fem"), 5),
         (("six", "sechs", "seis", "zes", "sześć"), 6),
-        (("seven", "sieben", "siete", "sette", "sete", "zeven", "siedem", "sju"), 7),
+        (("seven", "sieben", "siete", "sette", "zeven", "siedem", "sju"), 7),
         (("eight", "acht", "huit", "ocho", "oito", "osiem", "åtta"), 8),
         (("nine", "neun", "nueve", "nove", "negen", "dziewięć", "nio"), 9),
-        (("ten", "zehn", "dix", "diez", "dieci", "dez", "dziesięć"), 10),
-        (("twelve", "zwölf", "douze", "doce", "dodici", "doze", "twaalf", "dwanaście", "tolv"), 12),
-        (("twenty", "zwanzig", "vingt", "veinte", "venti", "vinte", "twintig", "dwadzieścia", "tjugo"), 20),
-        (("thirty", "dreißig", "dreissig", "trente", "treinta", "trenta", "trinta", "dertig", "trzydzieści"), 30),
+        (("zehn", "dix", "diez", "dieci", "dziesięć"), 10),
+        (("twelve", "zwölf", "douze", "dodici", "twaalf", "dwanaście", "tolv"), 12),
+        (("twenty", "zwanzig", "vingt", "veinte", "vinte", "twintig", "dwadzieścia", "tjugo"), 20),
+        (("thirty", "dreissig", "trente", "treinta", "trenta", "trinta", "dertig", "trzydzieści"), 30),
         (("forty", "vierzig", "quarante", "cuarenta", "quaranta", "quarenta", "veertig", "czterdzieści"), 40),
         (("sixty", "sechzig", "soixante", "sesenta", "sessanta", "sessenta", "zestig", "sześćdziesiąt"), 60),
         (("ninety", "neunzig", "noventa", "novanta", "negentig", "dziewięćdziesiąt"), 90),
-        (("hundred", "hundert", "cien", "cento", "cem", "honderd", "hundra"), 100),
+        (("hundred", "hundert", "cien", "honderd", "hundra"), 100),
     )
     for word in words
 }
-_NUMBER_WORD = re.compile(r"\b(?:" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b")
+_ONE_NUMBER_WORD = "(?:" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ")"
+_NUMBER_WORDS_RUN = re.compile(rf"\b{_ONE_NUMBER_WORD}(?:[\s-]+{_ONE_NUMBER_WORD})*\b")
 # A sentence that says a value changed or corrects one ("correction then: ... now"), in the languages the guard reads
 # and a few more (normal form: no accents).
 _CHANGE_WORDS = (
@@ -312,7 +316,8 @@ class SessionGuard:
     # that took them: another voice's values (counted among `foreign_values`; a later restatement leaves them out of
     # `voice_values` too).
     adopted_values: dict[str, set[str]] = field(default_factory=dict)
-    # Full names (`_full_names`) that only another voice wrote: no speaker named them in their own words.
+    # Full names another voice wrote inside a sentence (`_named_people`) that no speaker wrote in their own words,
+    # in any case.
     foreign_people: set[str] = field(default_factory=set)
 
     def verdict(self, text: str, *, source_turn: int | None = None) -> str | None:
@@ -489,7 +494,9 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
             guard.own_words[index] = _content_words(guard.own_statements[index])
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]
-    guard.turn_identifiers = [_identifiers(turn.content) for turn in turns]
+    guard.turn_identifiers = [
+        _identifiers(turn.content, domains=index in guard.tainted) for index, turn in enumerate(turns)
+    ]
     _read_voices(guard)
     return guard
 
@@ -501,7 +508,7 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
     foreign_people: set[str] = set()
-    spoken_people: set[str] = set()
+    spoken: list[str] = []  # the speakers' own words, casefolded
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
     speakers_people: set[str] = set()
@@ -516,7 +523,7 @@ def _read_voices(guard: SessionGuard) -> None:
         if outsiders:
             own = _EXTERNAL_SPEAKER.sub("", own)
             other = "\n".join([*outsiders, other])
-        own_identifiers, other_identifiers = _identifiers(own), _identifiers(other)
+        own_identifiers, other_identifiers = _identifiers(own), _identifiers(other, domains=index in guard.tainted)
         guard.voice_words |= _content_words(own)
         speakers_names |= _names(own) - guard.relayed_names
         guard.relayed_names |= set(_PERSON_NAME.findall(other)) - speakers_names
@@ -553,8 +560,8 @@ def _read_voices(guard: SessionGuard) -> None:
                     guard.voice_values |= values - guard.adopted_values.keys()
                     valued_topics |= topic
         foreign_words |= _content_words(other)
-        foreign_people |= _full_names(other)
-        spoken_people |= _full_names(own)
+        foreign_people |= _named_people(other)
+        spoken.append(own.casefold())
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS:
@@ -562,7 +569,8 @@ def _read_voices(guard: SessionGuard) -> None:
         else:
             relayed |= {found for found in other_identifiers if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
-    guard.foreign_people = foreign_people - spoken_people
+    spoken_text = "\n".join(spoken)
+    guard.foreign_people = {person for person in foreign_people if person.casefold() not in spoken_text}
     guard.foreign_identifiers = foreign_identifiers
     contacts = {found for found in relayed if is_contact(found)}
     guard.relayed_contacts = contacts - _held(contacts, guard.voice_identifiers)
@@ -582,6 +590,17 @@ def _read_voices(guard: SessionGuard) -> None:
 
 def _full_names(text: str) -> set[str]:
     return {" ".join(pair.split()) for pair in _FULL_NAME.findall(text)}
+
+
+def _named_people(text: str) -> set[str]:
+    """Full names inside a sentence: a capitalised pair that opens a sentence, a line or a quoted value is as likely
+    an article and a noun ("Die Datenbank meldet") or a product's name ("provider": "Hetzner Cloud")."""
+    named = set()
+    for match in _FULL_NAME.finditer(text):
+        before = text[max(0, match.start() - 16) : match.start()].rstrip(" \t")  # a look back, not a rescan
+        if before and before[-1] not in _OPENS_A_SENTENCE:
+            named.add(" ".join(match.group(1).split()))
+    return named
 
 
 def _people_given_a_role(text: str) -> set[str]:
@@ -699,11 +718,14 @@ def _topic_words(text: str) -> set[str]:
     return _content_words(text) - _FUNCTION_WORDS
 
 
-def _identifiers(text: str) -> set[str]:
+def _identifiers(text: str, *, domains: bool = False) -> set[str]:
+    """The identifiers a text holds (addresses, domains, links, codes, numbers); with `domains`, each address's domain
+    too: a payload's "their secops inbox at brightline-logistics-sec.com" names its address by the domain. Only a
+    tainted turn's: a tool's git log showing alice@acme.io does not make the user's own acme.io a relayed contact."""
     plain = identifier_form(text)
     found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
-    # An address's domain is the sender's too: "their secops inbox at brightline-logistics-sec.com" names it.
-    found |= {identifier.rsplit("@", 1)[1] for identifier in found if "@" in identifier.strip("@")}
+    if domains:
+        found |= {identifier.rsplit("@", 1)[1] for identifier in found if "@" in identifier.strip("@")}
     # A contact spelt with look-alike letters or in punycode is also what a reader sees: a user who types the
     # domain a tool showed them in plain letters repeats the tool's domain. The literal form stays: it is another
     # domain than the user's own.
@@ -728,7 +750,7 @@ def _identifiers(text: str) -> set[str]:
 
 def _values(text: str) -> set[str]:
     """The values a text states (`_VALUE`, or a number word), each in one spelling."""
-    plain = _NUMBER_WORD.sub(lambda word: _NUMBER_WORDS[word.group()], identifier_form(text))
+    plain = _NUMBER_WORDS_RUN.sub(lambda run: _NUMBER_WORDS.get(run.group(), run.group()), identifier_form(text))
     return {_value(found) for found in _VALUE.findall(plain)}
 
 
