@@ -259,8 +259,8 @@ DURABLE = _words(
     "di default",
     # Dutch, Swedish, Polish, Czech and Turkish, folded the same way.
     *("altijd", "nooit", "elke", "iedere", "voortaan", "alltid", "aldrig", "varje", "varannan", "hadanefter"),
-    *("zawsze", "nigdy", "kazd[yaeo]", "codziennie", "od teraz", "vzdy", "vzdycky", "nikdy", "kazd[yaeou]"),
-    *("denne", "her zaman", "asla", "hicbir zaman", "her (?:gun|gece|hafta|ay|sabah)"),
+    *("zawsze", "nigdy", "kazd[yaeou]", "codziennie", "od teraz", "vzdy", "vzdycky", "nikdy"),
+    *("her zaman", "asla", "hicbir zaman", "her (?:gun|gece|hafta|ay|sabah)"),
 )
 PREFERENCE = _words(
     "i prefer",
@@ -454,13 +454,12 @@ FIRST_PERSON = _words(
     *("nous", "notre", "nos", "on", "ich", "mein", "meine", "meinen", "meiner", "wir", "unser", "unsere", "unseren"),
     *("eu", "meu", "minha", "nosso", "nossa", "a gente", "io", "mio", "mia", "noi", "nostro", "nostra", "da noi"),
     # Dutch, Swedish, Polish, Czech and Turkish (not the words another language spells the same: "min" for minutes,
-    # "var" in "env var", "vi" in Italian, "ja" in German and Portuguese, "onze" in French).
-    *("ik", "mijn", "wij", "ons", "jag", "mitt", "mina", "vart", "vara", "oss", "moj", "moja", "moje"),
-    *("nasz", "nasza", "nasze", "naszym", "naszej", "naszego", "u nas", "mnie", "muj", "nase", "nasem", "nasi"),
-    *("u nas", "benim", "bizim", "bizde", "biz"),
+    # "var" in "env var", "ons" in "add-ons", "vara" and "mina", "vi" in Italian, "ja" in German and Portuguese).
+    *("ik", "mijn", "wij", "jag", "mitt", "vart", "oss", "moj", "moja", "moje", "nasz", "nasza", "nasze", "naszym"),
+    *("naszej", "naszego", "u nas", "mnie", "muj", "nase", "nasem", "nasi", "benim", "bizim", "bizde", "biz"),
 )
 # The same, in Japanese and Chinese, which no space sets apart (no word boundary).
-CJK_FIRST_PERSON = re.compile("私|僕|うち|弊社|我々|我们|我")
+CJK_FIRST_PERSON = re.compile("私|僕|(?<![\u3041-\u3096])うち(?:の|は|て)|弊社|我々|我们|我")  # not "そのうち"
 CJK_DURABLE = re.compile("いつも|毎日|毎晩|毎週|毎月|毎年|必す|每天|每周|总是|從不|从不")
 # A Japanese sentence that ends as a statement does (polite or plain copula, a finished verb).
 CJK_STATEMENT = re.compile("(?:です|ます|でした|ました|である|だ|是)[\u3002\uff01]?$")

@@ -85,8 +85,10 @@ CLOSERS = "\"')]\u201d\u2019"
 _FENCED_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 # A candidate sentence end: terminal punctuation, optional closing quotes/brackets, then whitespace; or a full-width
 # (CJK) stop, which no space follows ("…使っています。Node 20 が標準です。").
+# Possessive, and only from the first stop of a run: a run of thousands of dots is read once.
 _END = re.compile(
-    "[.!?\u2026]+[\"')\\]\u201d\u2019]*(?=\\s)|[\u3002\uff01\uff1f]+[\u300d\u300f\uff09\"')\\]\u201d\u2019]*"
+    "(?<![.!?\u2026])[.!?\u2026]++[\"')\\]\u201d\u2019]*+(?=\\s)"
+    "|(?<![\u3002\uff01\uff1f])[\u3002\uff01\uff1f]++[\u300d\u300f\uff09\"')\\]\u201d\u2019]*+"
 )
 _TOKEN_BEFORE = re.compile(r"(\S+)$")
 _CODE_LINE = re.compile(
@@ -150,10 +152,11 @@ def split_sentences(text: str) -> list[str]:
 
 
 # Two statements joined into one sentence ("We use pnpm, and everything is pinned to Node 20"): a comma and "and"
-# in one of the six languages or Dutch, Swedish, Danish, Norwegian and Turkish, or a semicolon. Not "but": its first
-# half is often what no longer holds ("We used Jenkins, but now ..."). Each side must read as a statement of its own
-# (MIN_CLAUSE_WORDS). Not the Polish and Czech "a" and "i": a Romance "to" and an Italian "the".
-_COORDINATED = re.compile(r",\s+(?:and|und|et|y|e|ed|en|och|og|ve)\s+|;\s+", re.IGNORECASE)
+# in one of the six languages or Swedish, Danish and Norwegian, or a semicolon. Not "but": its first half is often
+# what no longer holds ("We used Jenkins, but now ..."). Each side must read as a statement of its own
+# (MIN_CLAUSE_WORDS). Not an "and" that is another word in another language: the Dutch "en" and the Turkish "ve" are
+# "in" in Spanish, French and Czech, the Polish and Czech "a" and "i" a Romance "to" and an Italian "the".
+_COORDINATED = re.compile(r",\s+(?:and|und|et|y|e|ed|och|og)\s+|;\s+", re.IGNORECASE)
 MIN_CLAUSE_WORDS = 5
 
 
