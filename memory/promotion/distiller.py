@@ -459,7 +459,8 @@ FIRST_PERSON = _words(
     *("naszej", "naszego", "u nas", "mnie", "muj", "nase", "nasem", "nasi", "benim", "bizim", "bizde", "biz"),
 )
 # The same, in Japanese and Chinese, which no space sets apart (no word boundary).
-CJK_FIRST_PERSON = re.compile("私|僕|(?<![\u3041-\u3096])うち(?:の|は|て)|弊社|我々|我们|我")  # not "そのうち"
+# "うち" as "our" ("うちの", "うちでは"; folded, "で" reads "て" and "が" "か"), not "そのうち" or "3つのうち".
+CJK_FIRST_PERSON = re.compile("私|僕|(?<![\u3041-\u3096])うち(?:の|は|で|て|も|が|か)|弊社|我々|我们|我")
 CJK_DURABLE = re.compile("いつも|毎日|毎晩|毎週|毎月|毎年|必す|每天|每周|总是|從不|从不")
 # A Japanese sentence that ends as a statement does (polite or plain copula, a finished verb).
 CJK_STATEMENT = re.compile("(?:です|ます|でした|ました|である|だ|是)[\u3002\uff01]?$")

@@ -156,7 +156,11 @@ _PERSON_NAME = re.compile(r"\b([A-Z][a-z]{2,})[ \t]+(?:[A-Z][a-z]+|[A-Z]\.)")
 # "Ryan Holt"; spaces between them are read as one ("Ryan  Holt", a no-break space).
 _FULL_NAME = re.compile(r"\b(?=([A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+[^\S\n]+[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+)\b)")
 _SENTENCE_END = re.compile(r"[.!?\n]")
-_OPENS_A_SENTENCE = frozenset(".!?:;\n\"'\u00ab\u201c\u201e([{>*-\u2014\u2013")
+# What a capitalised pair that opens a sentence, a line or a quoted value follows ("Die Datenbank meldet",
+# '"provider": "Hetzner Cloud"'): such a pair is as likely an article and a noun, or a product, as a person.
+_OPENS_A_SENTENCE = frozenset(".!?\n\"'\u00ab\u201c\u201e")
+_LOOK_BACK = 16
+_LINE_REST = re.compile(r"[ \t.,]*(?:\n|\Z)")  # nothing else on the line: a signature
 # Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
@@ -495,7 +499,8 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
     if guard.tainted:  # a clean session traces nothing
         guard.turn_words = [_content_words(turn.content) for turn in turns]
     guard.turn_identifiers = [
-        _identifiers(turn.content, domains=index in guard.tainted) for index, turn in enumerate(turns)
+        _identifiers(turn.content, domains=index in guard.tainted or turn.role in SPEAKERS)
+        for index, turn in enumerate(turns)
     ]
     _read_voices(guard)
     return guard
@@ -508,7 +513,7 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
     foreign_people: set[str] = set()
-    spoken: list[str] = []  # the speakers' own words, casefolded
+    spoken: list[str] = []  # the speakers' own words, casefolded, single-spaced
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
     speakers_people: set[str] = set()
@@ -523,7 +528,8 @@ def _read_voices(guard: SessionGuard) -> None:
         if outsiders:
             own = _EXTERNAL_SPEAKER.sub("", own)
             other = "\n".join([*outsiders, other])
-        own_identifiers, other_identifiers = _identifiers(own), _identifiers(other, domains=index in guard.tainted)
+        own_identifiers = _identifiers(own, domains=True)  # "mail me at bob@acme.io": acme.io is the user's too
+        other_identifiers = _identifiers(other, domains=index in guard.tainted)
         guard.voice_words |= _content_words(own)
         speakers_names |= _names(own) - guard.relayed_names
         guard.relayed_names |= set(_PERSON_NAME.findall(other)) - speakers_names
@@ -561,7 +567,7 @@ def _read_voices(guard: SessionGuard) -> None:
                     valued_topics |= topic
         foreign_words |= _content_words(other)
         foreign_people |= _named_people(other)
-        spoken.append(own.casefold())
+        spoken.append(" ".join(own.casefold().split()))
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS:
@@ -570,7 +576,11 @@ def _read_voices(guard: SessionGuard) -> None:
             relayed |= {found for found in other_identifiers if is_contact(found)}
     guard.foreign_words = foreign_words - guard.voice_words
     spoken_text = "\n".join(spoken)
-    guard.foreign_people = {person for person in foreign_people if person.casefold() not in spoken_text}
+    guard.foreign_people = {
+        person
+        for person in foreign_people
+        if re.search(rf"(?<!\w){re.escape(person.casefold())}(?!\w)", spoken_text) is None  # not "bryan holton"
+    }
     guard.foreign_identifiers = foreign_identifiers
     contacts = {found for found in relayed if is_contact(found)}
     guard.relayed_contacts = contacts - _held(contacts, guard.voice_identifiers)
@@ -593,13 +603,17 @@ def _full_names(text: str) -> set[str]:
 
 
 def _named_people(text: str) -> set[str]:
-    """Full names inside a sentence: a capitalised pair that opens a sentence, a line or a quoted value is as likely
-    an article and a noun ("Die Datenbank meldet") or a product's name ("provider": "Hetzner Cloud")."""
+    """Full names inside a sentence ("Approved by: Marcos Ibarra", "(Marcos Ibarra signed off)"), or alone on a line
+    (a signature); not a pair opening a sentence, a line or a quoted value (`_OPENS_A_SENTENCE`)."""
     named = set()
     for match in _FULL_NAME.finditer(text):
-        before = text[max(0, match.start() - 16) : match.start()].rstrip(" \t")  # a look back, not a rescan
-        if before and before[-1] not in _OPENS_A_SENTENCE:
-            named.add(" ".join(match.group(1).split()))
+        name = " ".join(match.group(1).split())
+        start = match.start()
+        before = text[max(0, start - _LOOK_BACK) : start].rstrip(" \t")  # a look back, not a rescan
+        opens = (not before and start <= _LOOK_BACK) or (before and before[-1] in _OPENS_A_SENTENCE)
+        on_a_line = (not before or before[-1] == "\n") and _LINE_REST.match(text, start + len(match.group(1)))
+        if not opens or on_a_line:
+            named.add(name)
     return named
 
 

@@ -62,25 +62,29 @@ def identifier_form(text: str) -> str:
     letters are kept, so a domain spelt with a Cyrillic letter stays another domain than the one the user gave."""
     plain = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
     spelt = _SPELT_OUT.sub(lambda spelt: "@" if spelt.group(1) == "at" else ".", plain)
-    return _joined_mailboxes(spelt) if spelt != plain else plain
+    return _joined_mailboxes(spelt) if "@" in spelt else spelt
 
 
 def _joined_mailboxes(text: str) -> str:
     """A mailbox spelt letter by letter before an "@" ("l i c e n c e s@acme-help.net") joined: each "@" looks back
-    over its own run of single characters only, so the text is read once."""
+    over its own run of single characters only, so the text is read once. A dash standing alone before the run
+    ("support - a b c@...") is not the mailbox's."""
     pieces: list[str] = []
     done = 0
-    for at in (index for index, char in enumerate(text) if char == "@"):
+    at = text.find("@")
+    while at >= 0:
         start = at - 1
-        if start < done or not (text[start].isalnum() or text[start] == "-"):
-            continue
-        while start - 2 >= done and text[start - 1] == " " and (text[start - 2].isalnum() or text[start - 2] == "-"):
-            if start - 3 >= 0 and text[start - 3].isalnum():
-                break  # a word, not a letter on its own
-            start -= 2
-        if at - start >= 5:  # three characters or more, spelt out
-            pieces += [text[done:start], text[start:at].replace(" ", "")]
-            done = at
+        if start >= done and (text[start].isalnum() or text[start] == "-"):
+            while (
+                start - 2 >= done and text[start - 1] == " " and (text[start - 2].isalnum() or text[start - 2] == "-")
+            ):
+                if start - 3 >= 0 and text[start - 3].isalnum():
+                    break  # a word, not a letter on its own
+                start -= 2
+            if at - start >= 5:  # three characters or more, spelt out
+                pieces += [text[done:start], text[start:at].replace(" ", "").lstrip("-")]
+                done = at
+        at = text.find("@", at + 1)
     return "".join([*pieces, text[done:]])
 
 

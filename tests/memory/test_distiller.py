@@ -331,6 +331,7 @@ def test_a_correction_the_guard_quarantines_does_not_take_the_fact_it_corrects_w
         ("The app reads the key from the env var STRIPE_KEY.", False, False, True),
         ("The billing add-ons renew monthly.", False, True, True),
         ("そのうち3つのうち2つを移行します。", False, False, True),  # "うち" as "of them", not "our"
+        ("うちではpnpmを使っています。", True, False, True),
         ("Stimmt, das klingt gar nicht nach ihm.", False, False, False),
     ],
 )
