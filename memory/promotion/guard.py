@@ -734,8 +734,9 @@ def _topic_words(text: str) -> set[str]:
 
 def _identifiers(text: str, *, domains: bool = False) -> set[str]:
     """The identifiers a text holds (addresses, domains, links, codes, numbers); with `domains`, each address's domain
-    too: a payload's "their secops inbox at brightline-logistics-sec.com" names its address by the domain. Only a
-    tainted turn's: a tool's git log showing alice@acme.io does not make the user's own acme.io a relayed contact."""
+    too: a payload's "their secops inbox at brightline-logistics-sec.com" names its address by the domain. Callers
+    ask it of a tainted turn and a speaker's own words, not of a clean tool turn: a git log showing alice@acme.io
+    does not make the user's own acme.io a relayed contact."""
     plain = identifier_form(text)
     found = {match.rstrip(".,;:\"')]}>") for match in _IDENTIFIER.findall(plain)}
     if domains:
