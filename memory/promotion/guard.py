@@ -160,6 +160,10 @@ _SENTENCE_END = re.compile(r"[.!?\n]")
 # '"provider": "Hetzner Cloud"'): such a pair is as likely an article and a noun, or a product, as a person.
 _OPENS_A_SENTENCE = frozenset(".!?\n\"'\u00ab\u201c\u201e")
 _LOOK_BACK = 16
+# A domain label made of parts ("pkgs-secure", "npm-mirror-cdn", "farmacia-express24"), six characters or more: a
+# name of its own, unlike "pypi", "mail" or "docs"; and the tokens a candidate is read in for one.
+_COMPOUND_LABEL = re.compile(r"(?=[\w-]{6,}$)(?=[\w-]*[a-z])(?:[a-z0-9]+-[\w-]*[a-z0-9]|[a-z]+[0-9][\w]*)")
+_LABEL = re.compile(r"(?<![\w-])[\w-]{6,}(?![\w-])")
 _LINE_REST = re.compile(r"[ \t.,]*(?:\n|\Z)")  # nothing else on the line: a signature
 # Letters that read as others in a domain ("payrnents" for "payments", "vvallet" for "wallet"), in names long
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
@@ -312,6 +316,9 @@ class SessionGuard:
     relayed_people: set[str] = field(default_factory=set)
     # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
+    # The compound labels of relayed contacts ("pkgs-secure" of pypi.pkgs-secure.net, "farmacia-express24"): a user
+    # who names the payload's domain without its ending ("the pkgs-secure mirror") still names it.
+    relayed_labels: set[str] = field(default_factory=set)
     # Values (`_values`) the user wrote in their own statements, and those only another voice or a tainted turn's
     # payload wrote.
     voice_values: set[str] = field(default_factory=set)
@@ -338,6 +345,8 @@ class SessionGuard:
             return "relayed_contact"
         if self._reads_as_a_relayed_look_alike(text):
             return "look_alike_contact"
+        if self.relayed_labels and self._names_a_relayed_label(text, found):
+            return "payload_identifier"
         if (self.relayed_names or self.relayed_people) and self._gives_a_relayed_person_a_role(text):
             return "relayed_approver"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
@@ -374,6 +383,22 @@ class SessionGuard:
         if not self.look_alikes:
             return False
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
+
+    def _names_a_relayed_label(self, text: str, found: set[str]) -> bool:
+        """The candidate names a relayed contact by a compound label of it, without its ending ("the pkgs-secure
+        mirror" for pypi.pkgs-secure.net), and not as part of a contact of the user's own ("grupo-lusitec.pt, not
+        .com" keeps the user's domain theirs when a payload gave the .com; the bare label the restatement writes is
+        no contact of theirs)."""
+        labels = set(_LABEL.findall(identifier_form(text))) & self.relayed_labels
+        if not labels:
+            return False
+        own = {
+            label
+            for identifier in _held(found, self.voice_identifiers)
+            if is_contact(identifier)
+            for label in re.split(r"[./@:]+", identifier)
+        }
+        return bool(labels - own)
 
     def _gives_a_relayed_person_a_role(self, text: str) -> bool:
         """A relayed person, then an approval or access role after them in the same sentence: the person holds the
@@ -513,6 +538,8 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_words: set[str] = set()
     foreign_identifiers: set[str] = set()
     foreign_people: set[str] = set()
+    said_labels: set[str] = set()  # the tokens of the speakers' clean own words so far (`_LABEL`)
+    relayed_labels: set[str] = set()  # compound labels of relayed contacts that no speaker had written before them
     spoken: list[str] = []  # the speakers' own words, casefolded, single-spaced
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
@@ -570,10 +597,20 @@ def _read_voices(guard: SessionGuard) -> None:
         spoken.append(" ".join(own.casefold().split()))
         guard.foreign_values |= _values(other)
         foreign_identifiers |= other_identifiers
+        if turn.role in SPEAKERS and index not in guard.tainted:
+            said_labels |= set(_LABEL.findall(identifier_form(own)))
         if turn.role in SPEAKERS:
-            relayed |= other_identifiers | (own_identifiers if index in guard.tainted else set())
+            relaying = other_identifiers | (own_identifiers if index in guard.tainted else set())
         else:
-            relayed |= {found for found in other_identifiers if is_contact(found)}
+            relaying = {found for found in other_identifiers if is_contact(found)}
+        relayed |= relaying
+        relayed_labels |= {
+            label
+            for found in relaying
+            if is_contact(found)
+            for label in re.split(r"[./@:]+", found)
+            if label not in said_labels and _COMPOUND_LABEL.fullmatch(label)
+        }
     guard.foreign_words = foreign_words - guard.voice_words
     spoken_text = "\n".join(spoken)
     guard.foreign_people = {
@@ -596,6 +633,7 @@ def _read_voices(guard: SessionGuard) -> None:
         for label in re.split(r"[./@:]+", contact)
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
+    guard.relayed_labels = relayed_labels
 
 
 def _full_names(text: str) -> set[str]:
