@@ -396,7 +396,7 @@ class SessionGuard:
             label
             for identifier in _held(found, self.voice_identifiers)
             if is_contact(identifier)
-            for label in re.split(r"[./@:]+", identifier)
+            for label in _labels(identifier)
         }
         return bool(labels - own)
 
@@ -608,7 +608,7 @@ def _read_voices(guard: SessionGuard) -> None:
             label
             for found in relaying
             if is_contact(found)
-            for label in re.split(r"[./@:]+", found)
+            for label in _labels(found)
             if label not in said_labels and _COMPOUND_LABEL.fullmatch(label)
         }
     guard.foreign_words = foreign_words - guard.voice_words
@@ -630,10 +630,15 @@ def _read_voices(guard: SessionGuard) -> None:
     guard.look_alikes = {
         read
         for contact in guard.relayed_contacts
-        for label in re.split(r"[./@:]+", contact)
+        for label in _labels(contact)
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
     guard.relayed_labels = relayed_labels
+
+
+def _labels(identifier: str) -> list[str]:
+    """An identifier's parts between dots, slashes, "@" and colons: a domain's labels, a mailbox, a path's steps."""
+    return re.split(r"[./@:]+", identifier)
 
 
 def _full_names(text: str) -> set[str]:
