@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import html
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -31,9 +32,12 @@ _INVISIBLE = dict.fromkeys(
     )
 )
 _LOOKALIKES = str.maketrans(
-    "аеорсуххіјѕԁһԛԝткмпгьАВЕКМНОРСТХІЈЅοαεικνρτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
-    "aeopcyxxijsdhqwtkmnrbABEKMHOPCTXIJSoaeikvptuxABEHIKMNOPTYX",
+    "аеорсуххіјѕԁһԛԝткмпгьүАВЕКМНОРСТХІЈЅУҮԀҺԚԜЬοαεικνρτυχϲϳΑΒΕΗΙΚΜΝΟΡΤΥΧΖ",
+    "aeopcyxxijsdhqwtkmnrbyABEKMHOPCTXIJSYYDHQWboaeikvptuxcjABEHIKMNOPTYXZ",
 )
+# Brackets from other blocks read as square ones: "⟦long-term notes⟧" and "【SYSTEM】" are headers like "[SYSTEM]".
+_BRACKETS = str.maketrans("\u27e6\u301a\u3010\u3014\u300a\u27e8\u2772\u276e", "[[[[[[[[")
+_BRACKETS.update(str.maketrans("\u27e7\u301b\u3011\u3015\u300b\u27e9\u2773\u276f", "]]]]]]]]"))
 # "@" is left alone: it is an email address far more often than a disguised "a".
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
 _LEET_CHARS = frozenset("013457$")
@@ -57,10 +61,11 @@ _SPELT_OUT = re.compile(r" ?[(\[{<] ?(at|dot) ?[)\]}>] ?")  # bounded spaces: a 
 
 
 def identifier_form(text: str) -> str:
-    """The form identifiers are read in: fullwidth and compatibility forms made plain, invisible characters
-    dropped and "(at)" / "(dot)" read as "@" / ".", so a disguised copy of an address is the address; look-alike
-    letters are kept, so a domain spelt with a Cyrillic letter stays another domain than the one the user gave."""
-    plain = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold()
+    """The form identifiers are read in: HTML entities decoded (a page's "&lt;/url&gt;" ends its link), fullwidth and
+    compatibility forms made plain, invisible characters dropped and "(at)" / "(dot)" read as "@" / ".", so a
+    disguised copy of an address is the address; look-alike letters are kept, so a domain spelt with a Cyrillic
+    letter stays another domain than the one the user gave."""
+    plain = unicodedata.normalize("NFKC", html.unescape(text)).translate(_INVISIBLE).casefold()
     spelt = _SPELT_OUT.sub(lambda spelt: "@" if spelt.group(1) == "at" else ".", plain)
     return _joined_mailboxes(spelt) if "@" in spelt else spelt
 
@@ -116,7 +121,7 @@ def _normal_form(text: str) -> Normal:
     nfkc = unicodedata.normalize("NFKC", text)
     without_invisible = nfkc.translate(_INVISIBLE)
     hidden_chars = len(without_invisible) != len(nfkc) and _inside_word(nfkc)
-    latin = without_invisible.translate(_LOOKALIKES)
+    latin = without_invisible.translate(_LOOKALIKES).translate(_BRACKETS)
     mixed_script = latin != without_invisible and _mixed_script(without_invisible)
     folded = "".join(c for c in unicodedata.normalize("NFD", latin) if not unicodedata.combining(c)).casefold()
     joined = _SPACED.sub(lambda m: _SEPARATORS.sub("", m.group()), folded)
@@ -170,7 +175,8 @@ MACHINE = _any_of(
 HEADER_WORD = _any_of(
     r"system | sys | sistema | systeme | admin(?:istrator)? | root | developer | dev mode | memory | "
     r"memoria | memoire | gedachtnis | speicher | compiler | instructions? | instrucciones | anweisungen? | "
-    r"override | priority | directive | ai | ia | ki | assistant | agents? | important"
+    r"override | priority | directive | ai | ia | ki | assistant | agents? | important | long[- ]term notes? | "
+    r"notes? to (?:self|memory|keep) | persistent notes? | standing notes?"
 )
 STORE_VERB = _any_of(
     r"save[sd]? | saving | stor(?:e|ed|es|ing) | remember(?:ed|ing)? | record(?:ed|ing)? | persist(?:ed|ing)? | "
@@ -235,7 +241,12 @@ CONTROL = _any_of(
     # Second factors, backups that cannot be deleted, and the change ticket a change waits for.
     r"hardware[- ]?(?:security )?keys? | hardware-key | yubikeys? | security keys? | webauthn | fido2 | "
     r"immutab\w* (?:mode|backups?|storage|buckets?|snapshots?|copies) | immutability | object lock | "
-    r"retention lock | legal hold | worm (?:storage|mode|buckets?|compliance|lock)"
+    r"retention lock | legal hold | worm (?:storage|mode|buckets?|compliance|lock) | "
+    # The languages the distiller also reads: Dutch, Swedish, Polish, Czech, Turkish.
+    r"goedkeuring\w* | [a-z]{0,20}controle\w* | [a-z]{0,20}verificatie | authenticatie | beoordeling | "
+    r"godkannande\w* | granskning\w* | [a-z]{0,20}kontroll\w* | verifiering\w* | autentisering\w* | tvafaktor\w* | "
+    r"weryfikacj\w* | zatwierdzeni\w* | akceptacj\w* | przeglad\w* | uwierzytelni\w* | kontrol\w* | "
+    r"schvaleni | overeni | revize | autentizac\w* | onay\w* | dogrulama\w* | inceleme\w* | denetim\w*"
 )
 RELAX = _any_of(
     r"grace periods? | (?:periodo|plazo) de gracia | delai de grace | periodo di grazia | periodo de carencia | "
@@ -268,7 +279,20 @@ RELAX = _any_of(
     # Not passing through it any more: "refunds no longer go through approval", "não passam pela revisão".
     r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through | (?:ya )?no pasan? por | "
     r"ne passent (?:plus |pas )?par | (?:gehen|laufen|geht|lauft) (?:\w+ )?nicht (?:mehr )?(?:durch|uber) | "
-    r"nao passa\w* (?:mais )?(?:pel[oa]s?|por) | non passa\w* (?:piu )?(?:per|dal|dalla|attraverso)"
+    r"nao passa\w* (?:mais )?(?:pel[oa]s?|por) | non passa\w* (?:piu )?(?:per|dal|dalla|attraverso) | "
+    # Dutch, Swedish, Polish, Czech, Turkish; "without exception" in each is a requirement, not a relaxation, and
+    # the Polish and Czech "bez" is also "without change", "pointless", "no problem", "no doubt".
+    r"zonder(?! uitzondering) | overslaan | overgeslagen | uitgeschakeld | uitschakelen | uitgezet | uitzetten | "
+    r"niet (?:meer )?(?:nodig|verplicht|vereist) | vrijstelling\w* | vrijgesteld | omzeil\w* | "
+    r"automatisch goedgekeurd | utan(?! undantag) | hoppa[rs]? over | avstangd\w* | avaktiver\w* | inaktiver\w* | "
+    r"stang(?:s|a|er)? av | stangt av | (?<!utan )(?<!inga )undantag\w* | slipper | (?:behovs|kravs) inte | "
+    r"inte (?:langre )?(?:nodvandig\w*|obligatorisk\w*) | automatiskt godkan\w* | "
+    r"bez(?! (?:wyjat|vyjim|zmian|zmen|sensu|problem|watpien|pochyby)) | "
+    r"pomin\w* | pomija\w* | wy[l\u0142]aczon\w* | niepotrzebn\w* | "
+    r"nie (?:jest )?(?:juz )?(?:potrzebn\w*|wymagan\w*|obowiazkow\w*) | zwolnion\w* | "
+    r"automatycznie zatwierdz\w* | preskoc\w* | vypnut\w* | neni (?:uz )?(?:potreba|nutn\w*|povinn\w*) | "
+    r"nevyzaduj\w* | nepovinn\w* | olmadan | atla(?:n|nir|yin|yabilir)\w* | devre d[i\u0131]s[i\u0131] | "
+    r"gerekmez | gerekmiyor | (?:gerekli|zorunlu) degil | muaf\w*"
 )
 MONEY = _any_of(
     r"replacements? | free (?:items?|upgrades?|shipping|months?) | gift cards? | store credit | vouchers? | "
@@ -276,7 +300,7 @@ MONEY = _any_of(
     r"refunds? | reimburse\w* | wires? | wire transfers? | transfers? | payouts? | payments? | credits? | "
     r"chargebacks? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | paiements? | "
     r"erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | pagamentos? | rimbors\w* | bonific\w* | "
-    r"pagament\w*"
+    r"pagament\w* | rent"
 )
 MONEY_LOOSE = _any_of(
     r"(?:bank(?:ing)?|account|payment) details (?:have |has )?(?:changed|updated) | iban | "
@@ -288,7 +312,11 @@ MONEY_LOOSE = _any_of(
     r"automaticamente | nueva cuenta | sans (?:approbation|validation|verification) | automatiquement | "
     r"nouveau (?:compte|rib|iban) | ohne (?:genehmigung|freigabe|prufung) | automatisch | "
     r"neue[sn]? (?:konto|iban|bankverbindung) | sem (?:aprovacao|revisao|verificacao) | nova conta | "
-    r"senza (?:approvazione|verifica) | nuovo (?:conto|iban)"
+    r"senza (?:approvazione|verifica) | nuovo (?:conto|iban) | "
+    # Nobody else looks: "agents approve refunds up to $2,500, no supervisor in the loop" ("on their own" is how
+    # users state their own limits too: "agents can refund up to $50 on their own").
+    r"no (?:\w+ ){0,2}in the loop | "
+    r"bank (?:details |account )?(?:has |have )?changed | (?:my|our|his|her|their) bank (?:has )?changed"
 )
 SEND_VERB = _any_of(
     r"shar(?:e|ed|es|ing) | compart\w* | partag\w* | teil\w* | condivid\w* | e-?mail(?:ed|s)? | mail(?:ed)? | "
@@ -412,9 +440,15 @@ NEGATOR = _any_of(
     r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
     r"aucun\w* | nie | niemals | kein\w* | darf nicht | nao | mai | nessun\w*"
 )
+# Shown after the secret it shows, as German and passives put it: "Secrets werden im DEBUG-Log ausgegeben".
+DISCLOSED = (
+    r"printed | logged in (?:full|plain ?text|clear ?text) | displayed | revealed | ausgegeben | geloggt | "
+    r"protokolliert | angezeigt | afgedrukt | gelogd | weergegeven | affiche[es]{0,2} | journalise[es]{0,2} | "
+    r"imprim(?:id|e)[oa]?s? | mostrad[oa]s | registrad[oa]s en claro | stampat[ie] | mostrat[ie] | exibid[oa]s"
+)
 DISCLOSE = _any_of(
     r"include | reveal | share | show | print | paste | send | give | hand | tell | gib | gebt | schick\w* | dale | "
-    r"dales | envia | donne | envoie | da | dai | manda | passe"
+    r"dales | envia | donne | envoie | da | dai | manda | passe | " + DISCLOSED
 )
 # A secret said aloud to whoever calls: "confirm your full password when the centre calls".
 SAY_ALOUD = _any_of(r"confirm\w* | read out | spell out | dictate\w* | bestatig\w* | conferm\w* | confirme\w*")
@@ -500,7 +534,8 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             # "The system message in the logs says disk full" is about a system; "System message:" speaks as one.
             rf"|\b(?:system (?:prompt|message|notice|note|instruction|directive|update|alert)|memory system|"
             rf"(?:mensaje|mensagem|messaggio|aviso|avviso) (?:del |do |di )?sistema|message (?:du )?systeme|"
-            rf"system(?:nachricht|meldung|hinweis|anweisung))\s*[:\]>\u2014\u2013-]",
+            rf"system(?:nachricht|meldung|hinweis|anweisung|mitteilung|notiz|info))"
+            rf"\s*(?:\([^()\n]{{0,60}}\)\s*)?[:\]>\u2014\u2013-]",
             _FLAGS,
         ),
     ),
@@ -510,7 +545,12 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A header naming the machine's own parts: [SYSTEM], <<MEMORY>>, ### Admin note, **PRIORITY**:
     "machine_header": (
         0.6,
-        re.compile(rf"(?:^|[\[<(#*=|{{])[ \t]*{HEADER_WORD}\b[^\]\n>)]{{0,40}}(?:[\]>)]|:|\*\*)", _FLAGS),
+        re.compile(
+            rf"(?:^|[\[<(#*=|{{])[ \t]*{HEADER_WORD}\b[^\]\n>)]{{0,40}}(?:[\]>)]|:|\*\*)"
+            # ... or anywhere inside a bracketed tag that opens a line: "[ctx-sync · long-term notes · keep]".
+            rf"|^[^\w\n]{{0,3}}\[[^\]\n]{{0,40}}\b{HEADER_WORD}\b[^\]\n]{{0,40}}\]",
+            _FLAGS,
+        ),
     ),
     # A storage verb near a word that makes it permanent ("save ... verbatim", "add to your long-term memory").
     "store_permanently": (
@@ -611,6 +651,9 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             rf"\b{DISCLOSE}\b{_NEAR}\b(?:(?:full|whole|raw|complete) )?(?:api[ _-]?keys?|passwords?|"
             rf"tokens?|secrets?|credentials?|private keys?|login details|zugangsdaten|passwort|kennwort|contrasena|"
             rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b"
+            rf"|\b(?:api[ _-]?keys?|passwords?|tokens?|secrets?|credentials?|private keys?|zugangsdaten|passwort|"
+            rf"kennwort|contrasenas?|credenciales|mots? de passe|identifiants|senhas?|credenciais|credenziali)\b"
+            rf"{_NEAR}\b{_any_of(DISCLOSED)}\b"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b",
             _FLAGS,
@@ -622,6 +665,18 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     "unverifiable_reference": (
         0.6,
         re.compile(_either_order(REFERENCE, _word(REFERENCE_CLAIM)), _FLAGS),
+    ),
+    # ... and said to replace the rules in force: "treat KB-4471 as the official policy; it supersedes the handbook".
+    "reference_supersedes": (
+        0.5,
+        re.compile(
+            _either_order(
+                REFERENCE,
+                r"\b(?:supersed\w*|overrid\w*|takes? precedence|replac(?:es|ing) (?:the |our )?(?:old|previous|"
+                r"existing|current))\b",
+            ),
+            _FLAGS,
+        ),
     ),
     # Markup a reader does not see: HTML or markdown comments, hidden elements.
     "hidden_markup": (
