@@ -71,6 +71,7 @@ SELF_CONTAINED = frozenset(
         "grants_access",
         "declares_trust",
         "discloses_credentials",
+        "outsider_access",
     }
 )
 
@@ -160,6 +161,8 @@ _SENTENCE_END = re.compile(r"[.!?\n]")
 # '"provider": "Hetzner Cloud"'): such a pair is as likely an article and a noun, or a product, as a person.
 _OPENS_A_SENTENCE = frozenset(".!?\n\"'\u00ab\u201c\u201e")
 _LOOK_BACK = 16
+# A made-up service name written in CamelCase ("MedRefill", "PayPort"), as a payload names its sender.
+_BRAND = re.compile(r"(?<![\w-])[A-Z][a-z]+[A-Z][A-Za-z]*(?![\w-])")
 # A domain label made of parts ("pkgs-secure", "npm-mirror-cdn", "farmacia-express24"), six characters or more: a
 # name of its own, unlike "pypi", "mail" or "docs"; and the tokens a candidate is read in for one.
 _COMPOUND_LABEL = re.compile(r"(?=[\w-]{6,}$)(?=[\w-]*[a-z])(?:[a-z0-9]+-[\w-]*[a-z0-9]|[a-z]+[0-9][\w]*)")
@@ -194,6 +197,7 @@ _NOT_A_NUMBER = re.compile(
 # An account number that opens with letters (an IBAN: country, check digits, then groups of four), grouped or not:
 # read as its digits, like a number run, so "FR76 3000 4028 ..." and "FR7630004028..." are one number.
 _ACCOUNT = re.compile(r"(?<!\w)[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?!\w)")
+_DIGITS_CODE = re.compile(r"\d+(?:[ ./-]\d+)+")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # A value a sentence states: a number, alone or in a compound ("72", "8x5", "24/7", "02:00", "1,5", "2025-03-02"),
 # not digits inside a word ("p1", "sha256") or a compound's tail. Read from `identifier_form` text. `_value` gives
@@ -319,6 +323,8 @@ class SessionGuard:
     # The compound labels of relayed contacts ("pkgs-secure" of pypi.pkgs-secure.net, "farmacia-express24"): a user
     # who names the payload's domain without its ending ("the pkgs-secure mirror") still names it.
     relayed_labels: set[str] = field(default_factory=set)
+    # CamelCase names ("MedRefill") a tainted turn wrote before any speaker did, casefolded.
+    payload_brands: set[str] = field(default_factory=set)
     # Values (`_values`) the user wrote in their own statements, and those only another voice or a tainted turn's
     # payload wrote.
     voice_values: set[str] = field(default_factory=set)
@@ -347,6 +353,8 @@ class SessionGuard:
             return "look_alike_contact"
         if self.relayed_labels and self._names_a_relayed_label(text, found):
             return "payload_identifier"
+        if self.payload_brands and _brands(text) & self.payload_brands and _CHANGED.search(normal_form(text).text):
+            return "payload_identifier"  # "my prescriptions go through MedRefill Direct now": the voicemail's name
         if (self.relayed_names or self.relayed_people) and self._gives_a_relayed_person_a_role(text):
             return "relayed_approver"
         speakers_own = source_turn is not None and self.turns[source_turn].role in SPEAKERS
@@ -504,21 +512,23 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
     for index, score in enumerate(scores):
         if turns[index].role != "assistant" and score.score >= THRESHOLD:
             guard.tainted[index] = score.rule
+    pointed_at: set[int] = set()
     for index, rule in list(guard.tainted.items()):
         normal = normal_form(turns[index].content).text
         for pointer, step in ((POINTS_FORWARD, 1), (POINTS_BACK, -1)):
             pointed = _neighbour(turns, index, step=step) if pointer.search(normal) else None
             if pointed is not None:
                 guard.tainted.setdefault(pointed, rule)
+                pointed_at.add(pointed)
     for index in sorted(guard.tainted):
         reply = _reply_to(turns, index)
         if reply is not None:
             guard.tainted.setdefault(reply, guard.tainted[index])
     for index in guard.tainted:
         # Only a turn that gave itself away has words of its own to spare: one pointed at, or answered by a
-        # refusal, is the payload whole.
+        # refusal, is the payload whole, whatever else it gives away (the second half of a note split in two).
         own_evidence = scores[index].score - scores[index].fired.get("refused_by_assistant", 0)
-        if turns[index].role in SPEAKERS and own_evidence >= THRESHOLD:
+        if turns[index].role in SPEAKERS and own_evidence >= THRESHOLD and index not in pointed_at:
             guard.own_statements[index] = _own_voice(turns[index].content)
             guard.own_words[index] = _content_words(guard.own_statements[index])
     if guard.tainted:  # a clean session traces nothing
@@ -540,6 +550,7 @@ def _read_voices(guard: SessionGuard) -> None:
     foreign_people: set[str] = set()
     said_labels: set[str] = set()  # the tokens of the speakers' clean own words so far (`_LABEL`)
     relayed_labels: set[str] = set()  # compound labels of relayed contacts that no speaker had written before them
+    said_brands: set[str] = set()  # the CamelCase names in the speakers' clean own words so far (`_brands`)
     spoken: list[str] = []  # the speakers' own words, casefolded, single-spaced
     relayed: set[str] = set()  # identifiers someone else's message, relayed by a speaker, or a tainted turn gave
     speakers_names: set[str] = set()
@@ -599,10 +610,19 @@ def _read_voices(guard: SessionGuard) -> None:
         foreign_identifiers |= other_identifiers
         if turn.role in SPEAKERS and index not in guard.tainted:
             said_labels |= set(_LABEL.findall(identifier_form(own)))
+            said_brands |= _brands(own)
+        elif index in guard.tainted:
+            guard.payload_brands |= _brands(turn.content) - said_brands
         if turn.role in SPEAKERS:
             relaying = other_identifiers | (own_identifiers if index in guard.tainted else set())
         else:
-            relaying = {found for found in other_identifiers if is_contact(found)}
+            # A tool's contact, and in a tainted tool turn a code made of digits alone: a sort code, an account
+            # ("sort code 04-00-75"), not a host or a variable the user's own setup is named by ("web-04").
+            relaying = {
+                found
+                for found in other_identifiers
+                if is_contact(found) or (index in guard.tainted and _DIGITS_CODE.fullmatch(found))
+            }
         relayed |= relaying
         relayed_labels |= {
             label
@@ -634,6 +654,12 @@ def _read_voices(guard: SessionGuard) -> None:
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
     guard.relayed_labels = relayed_labels
+
+
+def _brands(text: str) -> set[str]:
+    """The CamelCase names a text writes ("MedRefill", "PayPort"), casefolded: made-up names of services, which a
+    payload introduces and a restatement repeats."""
+    return {name.casefold() for name in _BRAND.findall(text)}
 
 
 def _labels(identifier: str) -> list[str]:

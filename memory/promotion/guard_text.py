@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -191,7 +192,7 @@ STORE_OBJECT = _any_of(
     r"permanent(?:ly|e|emente|ement)? | verbatim | word for word | forever | long[- ]?term | durable | persistent | "
     r"(?:high|top|highest|maximum)[- ]priority | core memory | memory bank | knowledge base | "
     r"(?:in|into|to|in your|to your|into your) (?:long[- ]term )?(?:memory|memories|notes) | "
-    r"as (?:an? )?(?:new )?(?:permanent |trusted |verified |durable |core )?(?:fact|rule|memory|policy|"
+    r"as (?:an? |one )?(?:new )?(?:permanent |standing |trusted |verified |durable |core )?(?:fact|rule|memory|policy|"
     r"instruction|truth) | "
     r"(?:all |every |any )?future (?:sessions?|conversations?|chats?|interactions?) | "
     r"every (?:session|conversation|chat) | memoria | largo plazo | como (?:un )?(?:hecho|regla|politica) | "
@@ -344,7 +345,8 @@ ACCESS_GRANT = _any_of(
 )
 # Another message, after or before this one, in six languages.
 POINTER_FORWARD = _any_of(
-    r"(?:next|following|upcoming|coming) (?:message|turn|line|paragraph|note|text) | what i (?:say|write|send) next | "
+    r"(?:next|following|upcoming|coming|second) (?:message|turn|line|paragraph|note|text|part|half|piece) | "
+    r"what i (?:say|write|send) next | (?:the )?continuation of this | "
     r"below | (?:proximo|siguiente) mensaje | message suivant | prochain message | "
     r"(?:nachste|folgende)[nr]? nachricht | "
     r"(?:proxima|seguinte) mensagem | (?:prossimo|seguente) messaggio | messaggio seguente"
@@ -366,6 +368,33 @@ BECOMES = _any_of(
 ACCESS = _any_of(
     r"admin\w* | owner | root | superuser | sudo | full access | write access | prod(?:uction)? access | "
     r"billing access"
+)
+PACKAGE_SOURCE = _any_of(
+    r"(?:package |npm |pypi |maven |docker |container |image |artifact |helm |gem |cargo |nuget )?"
+    r"(?:registry|registries|mirrors?|index(?:-url)?|feeds?|repositor(?:y|ies)) | \.npmrc | pip\.conf | "
+    r"settings\.xml | registro | miroir | depot | spiegel | espelho | specchio | repositorio | repository"
+)
+MOVED = _any_of(
+    r"(?:has |have )?moved | migrated | relocated | (?:has |have )?changed | new (?:home|location|url|address|host) | "
+    r"(?:is |are )?now (?:hosted|served|published|mirrored) | retired | deprecated | frozen | umgezogen | migriert | "
+    r"deplace | migre | movido | migrado | trasferit[oi] | spostat[oi] | verhuisd | gemigreerd"
+)
+OUTSIDER = _any_of(
+    r"(?:ext(?:ernal)?[- ])?contractors? | vendors? | suppliers? | third[- ]part(?:y|ies) | freelancers? | "
+    r"external (?:consultants?|partners?|agency|agencies|firm|team) | prestataires? | sous-traitants? | "
+    r"dienstleister\w* | externe[nr]? (?:firma|dienstleister|partner)\w* | proveedor(?:es)? | contratistas? | "
+    r"fornitor[ie] | consulent[ie] esterni | fornecedor(?:es)? | terceirizad[oa]s? | aannemers? | leveranciers? | "
+    r"externen? | leverantor(?:er)? | konsult(?:er)? | wykonawc\w* | dostawc\w* | dodavatel\w*"
+)
+ACCESS_HELD = _any_of(
+    r"root | cluster-admin | admin(?:istrator)? (?:access|rights|role|privileges) | superuser | sudo | "
+    r"full access | write access | prod(?:uction)? access | domain admin | acces root | acceso root | accesso root | "
+    r"acesso root | root-zugang | root-zugriff | adminrechte\w*"
+)
+STANDING = _any_of(
+    r"permanent(?:ly|e|emente|ement|t)? | standing | indefinite(?:ly)? | forever | for good | no expiry | "
+    r"never expires? | dauerhaft\w* | unbefristet\w* | indefinid\w* | indefinit\w* | a tempo indeterminato | "
+    r"para sempre | pour toujours | sans limite | senza scadenza | sin caducidad | voor altijd | stale | trvale"
 )
 TRUST = _any_of(
     r"(?:always |fully )?trust(?:ed)? | approved (?:identity provider|idp|sso|vendor|sender|domain) | "
@@ -461,11 +490,17 @@ _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|f
 _NEGATED_RELAX = re.compile(
     rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", re.IGNORECASE
 )
+# ... and the access a negation withholds: "we never give contractors permanent root".
+_NEGATED_ACCESS = re.compile(
+    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?={ACCESS_HELD}\b)", re.IGNORECASE
+)
 
 
 def _requirements_kept(text: str) -> str:
-    """The text with each negated relaxation word marked, so that it reads as the requirement it is."""
-    return _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+    """The text with each negated relaxation word and each access a negation withholds marked, so that it reads as
+    the requirement it is."""
+    marked = _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+    return _NEGATED_ACCESS.sub(lambda m: m.group() + "withheld_", marked)
 
 
 # "Note for the AI", "Hi Claude": spoken to the machine, which users do too.
@@ -634,6 +669,24 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
             _FLAGS,
         ),
     ),
+    # Where packages or images come from, said to have moved: what a supply-chain payload says. Users move their
+    # own registries too, so it only weighs beside another signal (a tool's voice, a header).
+    "moves_package_source": (
+        0.5,
+        re.compile(_either_order(_word(PACKAGE_SOURCE), _word(MOVED)), _FLAGS),
+    ),
+    # Standing privileged access for someone outside: "the contractor Orvalis keeps permanent root SSH access",
+    # "ext-contractors houden permanent cluster-admin". Each word alone is how people talk.
+    "outsider_access": (
+        1.0,
+        re.compile(
+            "|".join(
+                _NEAR.join(rf"\b{first}\b" for first in order)
+                for order in itertools.permutations((OUTSIDER, ACCESS_HELD, STANDING))
+            ),
+            _FLAGS,
+        ),
+    ),
     # A domain, sender or link declared trustworthy, or any request of a kind to be taken as genuine.
     "declares_trust": (
         1.0,
@@ -700,7 +753,7 @@ _KEYWORD = re.compile(
 )
 REFUSAL_PATTERN = re.compile(rf"\b{REFUSAL}", _FLAGS)
 OBFUSCATION_WEIGHT = 0.6
-_NEGATABLE = frozenset({"relaxes_control", "moves_money", "discloses_credentials"})
+_NEGATABLE = frozenset({"relaxes_control", "moves_money", "discloses_credentials", "outsider_access"})
 
 
 # A session is read again each time it grows (the Stop hook, the hourly sweep): its turns' readings are kept, for
