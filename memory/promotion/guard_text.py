@@ -22,6 +22,7 @@ import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Protocol
 
 # --- The normal form ------------------------------------------------------------------------------------------
 
@@ -244,8 +245,8 @@ CONTROL = _any_of(
     r"immutab\w* (?:mode|backups?|storage|buckets?|snapshots?|copies) | immutability | object lock | "
     r"retention lock | legal hold | worm (?:storage|mode|buckets?|compliance|lock) | "
     # The languages the distiller also reads: Dutch, Swedish, Polish, Czech, Turkish.
-    r"goedkeuring\w* | [a-z]{0,20}controle\w* | [a-z]{0,20}verificatie | authenticatie | beoordeling | "
-    r"godkannande\w* | granskning\w* | [a-z]{0,20}kontroll\w* | verifiering\w* | autentisering\w* | tvafaktor\w* | "
+    r"goedkeuring\w* | controle\w* | (?:tweestaps)?verificatie | authenticatie | beoordeling | "
+    r"godkannande\w* | granskning\w* | kontroll\w* | verifiering\w* | autentisering\w* | tvafaktor\w* | "
     r"weryfikacj\w* | zatwierdzeni\w* | akceptacj\w* | przeglad\w* | uwierzytelni\w* | kontrol\w* | "
     r"schvaleni | overeni | revize | autentizac\w* | onay\w* | dogrulama\w* | inceleme\w* | denetim\w*"
 )
@@ -490,6 +491,7 @@ _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|f
 _NEGATED_RELAX = re.compile(
     rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", re.IGNORECASE
 )
+_ACCESS_HELD = re.compile(rf"\b{ACCESS_HELD}\b", re.IGNORECASE)
 # ... and the access a negation withholds: "we never give contractors permanent root".
 _NEGATED_ACCESS = re.compile(
     rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?={ACCESS_HELD}\b)", re.IGNORECASE
@@ -500,6 +502,8 @@ def _requirements_kept(text: str) -> str:
     """The text with each negated relaxation word and each access a negation withholds marked, so that it reads as
     the requirement it is."""
     marked = _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+    if _ACCESS_HELD.search(marked) is None:  # most texts name no privileged access: one scan for it, not two
+        return marked
     return _NEGATED_ACCESS.sub(lambda m: m.group() + "withheld_", marked)
 
 
@@ -551,7 +555,23 @@ def _either_order(first: str, second: str) -> str:
     return f"{first}{_NEAR}{second}|{second}{_NEAR}{first}"
 
 
-SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
+class Searcher(Protocol):
+    def search(self, string: str) -> re.Match[str] | None: ...
+
+
+@dataclass(frozen=True)
+class _Gated:
+    """A pattern searched only in a text where a cheaper one finds what every match holds: a rule of several word
+    classes in any order then costs most texts one scan for its rarest class."""
+
+    gate: re.Pattern[str]
+    pattern: re.Pattern[str]
+
+    def search(self, string: str) -> re.Match[str] | None:
+        return self.pattern.search(string) if self.gate.search(string) else None
+
+
+SIGNALS: dict[str, tuple[float, Searcher]] = {
     # Spoken to the machine: vocatives, notes to it, role tags and bracketed headers inside content.
     "addressed_to_machine": (
         1.0,
@@ -616,7 +636,7 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # A rule that relaxes a security, approval or audit control: never promoted unattended.
     "relaxes_control": (
         1.0,
-        re.compile(_either_order(_word(RELAX), _word(CONTROL)), _FLAGS),
+        _Gated(re.compile(_word(CONTROL), _FLAGS), re.compile(_either_order(_word(RELAX), _word(CONTROL)), _FLAGS)),
     ),
     # Approval taken as given, a process skipped, everything allowed: relaxations that need no named control.
     "skips_process": (
@@ -679,12 +699,15 @@ SIGNALS: dict[str, tuple[float, re.Pattern[str]]] = {
     # "ext-contractors houden permanent cluster-admin". Each word alone is how people talk.
     "outsider_access": (
         1.0,
-        re.compile(
-            "|".join(
-                _NEAR.join(rf"\b{first}\b" for first in order)
-                for order in itertools.permutations((OUTSIDER, ACCESS_HELD, STANDING))
+        _Gated(
+            _ACCESS_HELD,
+            re.compile(
+                "|".join(
+                    _NEAR.join(rf"\b{first}\b" for first in order)
+                    for order in itertools.permutations((OUTSIDER, ACCESS_HELD, STANDING))
+                ),
+                _FLAGS,
             ),
-            _FLAGS,
         ),
     ),
     # A domain, sender or link declared trustworthy, or any request of a kind to be taken as genuine.
