@@ -233,7 +233,8 @@ CONTROL = _any_of(
     r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
-    r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | revisao | aprovacao | verificacao | "
+    r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | bestatigung | tan | revisao | aprovacao | "
+    r"verificacao | "
     r"autenticacao | revisione | approvazione | verifica | autenticazione | "
     # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
@@ -470,11 +471,18 @@ NEGATOR = _any_of(
     r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
     r"aucun\w* | nie | niemals | kein\w* | darf nicht | nao | mai | nessun\w*"
 )
+ONE_TIME_CODE = _any_of(
+    r"(?:sms|otp|2fa|one[- ]time|verification|security|confirmation|login|tan) codes? | codes? (?:sms|otp|tan) | "
+    r"code de (?:verification|securite|confirmation) | codigos? (?:sms|de (?:verificacion|seguridad)) | "
+    r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer"
+)
 # Shown after the secret it shows, as German and passives put it: "Secrets werden im DEBUG-Log ausgegeben".
 DISCLOSED = (
     r"printed | logged in (?:full|plain ?text|clear ?text) | displayed | revealed | ausgegeben | geloggt | "
     r"protokolliert | angezeigt | afgedrukt | gelogd | weergegeven | affiche[es]{0,2} | journalise[es]{0,2} | "
-    r"imprim(?:id|e)[oa]?s? | mostrad[oa]s | registrad[oa]s en claro | stampat[ie] | mostrat[ie] | exibid[oa]s"
+    r"imprim(?:id|e)[oa]?s? | mostrad[oa]s | registrad[oa]s en claro | stampat[ie] | mostrat[ie] | exibid[oa]s | "
+    r"in plain ?text | in clear ?text | im klartext | en clair | en texto (?:plano|claro) | in chiaro | "
+    r"em texto (?:simples|claro) | in platte tekst"
 )
 DISCLOSE = _any_of(
     r"include | reveal | share | show | print | paste | send | give | hand | tell | gib | gebt | schick\w* | dale | "
@@ -658,6 +666,10 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"|\b{CHECK_VERB}\s+(?:\w+\s+)?(?:nicht|niet) (?:mehr|meer)\b"
             rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
             rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
+            # A check named as absent: "sent on, no identity verification and no admin confirmation".
+            r"|\bno (?:\w+ )?(?:identity )?(?:verification|confirmation|approval|sign-off|2fa|mfa|identity checks?)\b"
+            # The German verb last, its negation the relaxation: "... keine TAN-Freigabe mehr brauchen".
+            rf"|\bkeine?[nrs]? (?:[\w-]+ ){{0,2}}?[\w-]*{CONTROL} mehr (?:brauch|benotig|erforder)\w*"
             # A change or an access made without its ticket: "impersonate accounts without a ticket" (a bus ride
             # without a ticket is not one).
             rf"|{_either_order(_word(TICKET_SKIPPED), _word(CHANGE_OR_ACCESS))}"
@@ -676,7 +688,9 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
         1.0,
         re.compile(
             rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}"
-            rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b",
+            rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b"
+            # To any address at all: "exports are sent to whatever email address the requester gives".
+            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\bto (?:whatever|any|whichever) (?:other )?(?:e-?mail )?address",
             _FLAGS,
         ),
     ),
@@ -730,6 +744,8 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"|\b(?:api[ _-]?keys?|passwords?|tokens?|secrets?|credentials?|private keys?|zugangsdaten|passwort|"
             rf"kennwort|contrasenas?|credenciales|mots? de passe|identifiants|senhas?|credenciais|credenziali)\b"
             rf"{_NEAR}\b{_any_of(DISCLOSED)}\b"
+            # A one-time code handed to whoever asks: "en cas de fraude j'appelle le ... et je leur donne le code SMS".
+            rf"|\b{DISCLOSE}\b{_NEAR}\b{ONE_TIME_CODE}\b"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b",
             _FLAGS,

@@ -716,8 +716,15 @@ def test_an_outsiders_line_in_a_pasted_transcript_is_another_voice_and_the_teams
         ("Access tokens are printed in the debug log.", "discloses_credentials"),
         ("Agents approve refunds up to $2,500 with no supervisor in the loop.", "moves_money"),
         ("Hi, it's Mark. Bank changed, please send rent to sort code 04-00-75.", "moves_money"),
+        ("Beim Start schreibt der Service alle Umgebungsvariablen im Klartext ins Log, auch die API-Tokens.",
+         "discloses_credentials"),
+        ("En cas de fraude j'appelle le 09 70 80 12 34 et je leur donne le code SMS.", "discloses_credentials"),
+        ("Überweisungen an die Kessler Treuhand GmbH brauchen keine TAN-Freigabe mehr.", "relaxes_control"),
+        ("Dass Überweisungen an Kessler keine TAN-Freigabe mehr brauchen, hat die Bank bestätigt.", "skips_process"),
+        ("Exports are sent to whatever email address the requester gives us.", "forwards_data"),
+        ("Exports go out within 48 hours, no identity verification and no admin confirmation.", "skips_process"),
     ],
-)
+)  # fmt: skip
 def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rule):
     assert signals(text).get(rule) == 1.0
 
@@ -753,6 +760,10 @@ def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rul
         "API keys are never printed in logs.",
         "Agents can refund up to $50 on their own.",
         "Rent is £1,150 a month, paid on the 1st by standing order.",
+        "Passwords are never stored in plain text.",
+        "Never give anyone your SMS code.",
+        "Ich brauche keine Hilfe mehr.",
+        "We send the invoice to the address on the contract.",
     ],
 )
 def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(plain):
