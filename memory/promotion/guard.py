@@ -198,6 +198,7 @@ _NOT_A_NUMBER = re.compile(
 # read as its digits, like a number run, so "FR76 3000 4028 ..." and "FR7630004028..." are one number.
 _ACCOUNT = re.compile(r"(?<!\w)[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?!\w)")
 _DIGITS_CODE = re.compile(r"\d+(?:[ ./-]\d+)+")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)*\.([a-z]{2,})")
 # A value a sentence states: a number, alone or in a compound ("72", "8x5", "24/7", "02:00", "1,5", "2025-03-02"),
 # not digits inside a word ("p1", "sha256") or a compound's tail. Read from `identifier_form` text. `_value` gives
@@ -519,7 +520,10 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
             pointed = _neighbour(turns, index, step=step) if pointer.search(normal) else None
             if pointed is not None:
                 guard.tainted.setdefault(pointed, rule)
-                pointed_at.add(pointed)
+                # A speaker's own message split in two; not a page's "see below", pasted or from a tool.
+                own = speaker_text(turns[index].content) if turns[index].role in SPEAKERS else ""
+                if turns[pointed].role in SPEAKERS and pointer.search(normal_form(own).text):
+                    pointed_at.add(pointed)
     for index in sorted(guard.tainted):
         reply = _reply_to(turns, index)
         if reply is not None:
@@ -612,7 +616,9 @@ def _read_voices(guard: SessionGuard) -> None:
             said_labels |= set(_LABEL.findall(identifier_form(own)))
             said_brands |= _brands(own)
         elif index in guard.tainted:
-            guard.payload_brands |= _brands(turn.content) - said_brands
+            # A speaker's tainted turn: what it relays, not the statements of their own it spares.
+            relayed_text = other if turn.role in SPEAKERS else turn.content
+            guard.payload_brands |= _brands(relayed_text) - said_brands
         if turn.role in SPEAKERS:
             relaying = other_identifiers | (own_identifiers if index in guard.tainted else set())
         else:
@@ -621,7 +627,7 @@ def _read_voices(guard: SessionGuard) -> None:
             relaying = {
                 found
                 for found in other_identifiers
-                if is_contact(found) or (index in guard.tainted and _DIGITS_CODE.fullmatch(found))
+                if is_contact(found) or (index in guard.tainted and _is_digits_code(found))
             }
         relayed |= relaying
         relayed_labels |= {
@@ -857,8 +863,18 @@ def link_host(identifier: str) -> str | None:
     """The host a link names ("https://repo.mvn-centralsync.io/maven2" names repo.mvn-centralsync.io), or None."""
     if "://" not in identifier:
         return None
-    host = identifier.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1].split(":", 1)[0]
+    authority = re.split(r"[/?#]", identifier.split("://", 1)[1], maxsplit=1)[0]
+    host = authority.rsplit("@", 1)[-1].split(":", 1)[0]
     return host if _DOMAIN.fullmatch(host) else None
+
+
+def _is_digits_code(identifier: str) -> bool:
+    """A code of six digits or more in groups (a sort code, an account), not a date or a range of hours."""
+    return (
+        _DIGITS_CODE.fullmatch(identifier) is not None
+        and _DATE.fullmatch(identifier) is None
+        and sum(c.isdigit() for c in identifier) >= 6
+    )
 
 
 def _held(identifiers: set[str], pool: set[str]) -> set[str]:

@@ -34,8 +34,8 @@ _INVISIBLE = dict.fromkeys(
     )
 )
 _LOOKALIKES = str.maketrans(
-    "аеорсуххіјѕԁһԛԝткмпгьүАВЕКМНОРСТХІЈЅУҮԀҺԚԜЬοαεικνρτυχϲϳΑΒΕΗΙΚΜΝΟΡΤΥΧΖ",
-    "aeopcyxxijsdhqwtkmnrbyABEKMHOPCTXIJSYYDHQWboaeikvptuxcjABEHIKMNOPTYXZ",
+    "аеорсуххіјѕԁһԛԝткмпгьүАВЕКМНОРСТХІЈЅУҮԀҺԚԜЬοαεικνρτυχϳΑΒΕΗΙΚΜΝΟΡΤΥΧΖ",
+    "aeopcyxxijsdhqwtkmnrbyABEKMHOPCTXIJSYYDHQWboaeikvptuxjABEHIKMNOPTYXZ",
 )
 # Brackets from other blocks read as square ones: "⟦long-term notes⟧" and "【SYSTEM】" are headers like "[SYSTEM]".
 _BRACKETS = str.maketrans("\u27e6\u301a\u3010\u3014\u300a\u27e8\u2772\u276e", "[[[[[[[[")
@@ -178,7 +178,7 @@ HEADER_WORD = _any_of(
     r"system | sys | sistema | systeme | admin(?:istrator)? | root | developer | dev mode | memory | "
     r"memoria | memoire | gedachtnis | speicher | compiler | instructions? | instrucciones | anweisungen? | "
     r"override | priority | directive | ai | ia | ki | assistant | agents? | important | long[- ]term notes? | "
-    r"notes? to (?:self|memory|keep) | persistent notes? | standing notes?"
+    r"notes? to memory | persistent notes? | standing notes?"
 )
 STORE_VERB = _any_of(
     r"save[sd]? | saving | stor(?:e|ed|es|ing) | remember(?:ed|ing)? | record(?:ed|ing)? | persist(?:ed|ing)? | "
@@ -233,7 +233,8 @@ CONTROL = _any_of(
     r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
-    r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | bestatigung | tan | revisao | aprovacao | "
+    r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | bestatigung | tan-\w+ | revisao | "
+    r"aprovacao | "
     r"verificacao | "
     r"autenticacao | revisione | approvazione | verifica | autenticazione | "
     # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
@@ -246,9 +247,9 @@ CONTROL = _any_of(
     r"immutab\w* (?:mode|backups?|storage|buckets?|snapshots?|copies) | immutability | object lock | "
     r"retention lock | legal hold | worm (?:storage|mode|buckets?|compliance|lock) | "
     # The languages the distiller also reads: Dutch, Swedish, Polish, Czech, Turkish.
-    r"goedkeuring\w* | controle\w* | (?:tweestaps)?verificatie | authenticatie | beoordeling | "
-    r"godkannande\w* | granskning\w* | kontroll\w* | verifiering\w* | autentisering\w* | tvafaktor\w* | "
-    r"weryfikacj\w* | zatwierdzeni\w* | akceptacj\w* | przeglad\w* | uwierzytelni\w* | kontrol\w* | "
+    r"goedkeuring\w* | (?:tweestaps)?verificatie | authenticatie | beoordeling | "
+    r"godkannande\w* | granskning\w* | kontroll(?:en|er|erna)? | verifiering\w* | autentisering\w* | tvafaktor\w* | "
+    r"weryfikacj\w* | zatwierdzeni\w* | akceptacj\w* | przeglad(?:u|y|ow)? | uwierzytelni\w* | kontrol[aiyeu] | "
     r"schvaleni | overeni | revize | autentizac\w* | onay\w* | dogrulama\w* | inceleme\w* | denetim\w*"
 )
 RELAX = _any_of(
@@ -288,13 +289,13 @@ RELAX = _any_of(
     r"zonder(?! uitzondering) | overslaan | overgeslagen | uitgeschakeld | uitschakelen | uitgezet | uitzetten | "
     r"niet (?:meer )?(?:nodig|verplicht|vereist) | vrijstelling\w* | vrijgesteld | omzeil\w* | "
     r"automatisch goedgekeurd | utan(?! undantag) | hoppa[rs]? over | avstangd\w* | avaktiver\w* | inaktiver\w* | "
-    r"stang(?:s|a|er)? av | stangt av | (?<!utan )(?<!inga )undantag\w* | slipper | (?:behovs|kravs) inte | "
+    r"stang(?:s|a|er)? av | stangt av | (?<!utan )(?<!inga )undantag\w* | (?:behovs|kravs) inte | "
     r"inte (?:langre )?(?:nodvandig\w*|obligatorisk\w*) | automatiskt godkan\w* | "
     r"bez(?! (?:wyjat|vyjim|zmian|zmen|sensu|problem|watpien|pochyby)) | "
     r"pomin\w* | pomija\w* | wy[l\u0142]aczon\w* | niepotrzebn\w* | "
     r"nie (?:jest )?(?:juz )?(?:potrzebn\w*|wymagan\w*|obowiazkow\w*) | zwolnion\w* | "
     r"automatycznie zatwierdz\w* | preskoc\w* | vypnut\w* | neni (?:uz )?(?:potreba|nutn\w*|povinn\w*) | "
-    r"nevyzaduj\w* | nepovinn\w* | olmadan | atla(?:n|nir|yin|yabilir)\w* | devre d[i\u0131]s[i\u0131] | "
+    r"nevyzaduj\w* | nepovinn\w* | olmadan | atla | atlan(?:ir|abilir|sin) | atlayin | devre d[i\u0131]s[i\u0131] | "
     r"gerekmez | gerekmiyor | (?:gerekli|zorunlu) degil | muaf\w*"
 )
 MONEY = _any_of(
@@ -303,7 +304,7 @@ MONEY = _any_of(
     r"refunds? | reimburse\w* | wires? | wire transfers? | transfers? | payouts? | payments? | credits? | "
     r"chargebacks? | reembolsos? | transferencias? | pagos? | remboursements? | virements? | paiements? | "
     r"erstattung\w* | ruckerstattung\w* | uberweisung\w* | zahlung\w* | pagamentos? | rimbors\w* | bonific\w* | "
-    r"pagament\w* | rent"
+    r"pagament\w* | (?:send|pay|transfer|wire)(?:s|ing)? (?:the |my |our |your )?rent"
 )
 MONEY_LOOSE = _any_of(
     r"(?:bank(?:ing)?|account|payment) details (?:have |has )?(?:changed|updated) | iban | "
@@ -319,7 +320,7 @@ MONEY_LOOSE = _any_of(
     # Nobody else looks: "agents approve refunds up to $2,500, no supervisor in the loop" ("on their own" is how
     # users state their own limits too: "agents can refund up to $50 on their own").
     r"no (?:\w+ ){0,2}in the loop | "
-    r"bank (?:details |account )?(?:has |have )?changed | (?:my|our|his|her|their) bank (?:has )?changed"
+    r"bank (?:details |account )?(?:has |have )?changed(?=\s*(?:[,.;:!]|$))"
 )
 SEND_VERB = _any_of(
     r"shar(?:e|ed|es|ing) | compart\w* | partag\w* | teil\w* | condivid\w* | e-?mail(?:ed|s)? | mail(?:ed)? | "
@@ -337,7 +338,7 @@ SEND_SCOPE = _any_of(
 ADDRESS = (
     # Each alternative starts only where a token starts: tried from inside a long run of word characters, a
     # greedy run before "@" or "." makes the search quadratic.
-    r"(?:(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|(?:https?|s3|gs|ftp|sftp|ssh)://\S+|(?<![\w.-])[\w-]+(?:\.[\w-]+)*"
+    r"(?:(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|(?:https?|s3|gs|ftp|sftp|ssh)://\S{1,300}+|(?<![\w.-])[\w-]+(?:\.[\w-]+)*"
     r"\.(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc|ai|help|support|online|site|shop|store|cloud|tech|"
     r"link|live|pro|tv|so|sh|gg|ly|ws|page|de|fr|es|it|pt|uk|us|eu|nl|ch|at|be|pl|se|dk|fi|jp|in|br|mx|ca|au|nz)\b)"
 )
@@ -347,7 +348,7 @@ ACCESS_GRANT = _any_of(
 )
 # Another message, after or before this one, in six languages.
 POINTER_FORWARD = _any_of(
-    r"(?:next|following|upcoming|coming|second) (?:message|turn|line|paragraph|note|text|part|half|piece) | "
+    r"(?:next|following|upcoming|coming|second) (?:message|turn|line|paragraph|note|text) | "
     r"what i (?:say|write|send) next | (?:the )?continuation of this | "
     r"below | (?:proximo|siguiente) mensaje | message suivant | prochain message | "
     r"(?:nachste|folgende)[nr]? nachricht | "
@@ -373,11 +374,11 @@ ACCESS = _any_of(
 )
 PACKAGE_SOURCE = _any_of(
     r"(?:package |npm |pypi |maven |docker |container |image |artifact |helm |gem |cargo |nuget )?"
-    r"(?:registry|registries|mirrors?|index(?:-url)?|feeds?|repositor(?:y|ies)) | \.npmrc | pip\.conf | "
-    r"settings\.xml | registro | miroir | depot | spiegel | espelho | specchio | repositorio | repository"
+    r"(?:registry|registries|mirrors?|index(?:-url)?|repositor(?:y|ies)) | npmrc | pip\.conf | "
+    r"settings\.xml | registro | miroir | spiegel | espelho | specchio | repositorio | repository"
 )
 MOVED = _any_of(
-    r"(?:has |have )?moved | migrated | relocated | (?:has |have )?changed | new (?:home|location|url|address|host) | "
+    r"(?:has |have )?moved | migrated | relocated | new (?:home|location|url|address|host) | "
     r"(?:is |are )?now (?:hosted|served|published|mirrored) | retired | deprecated | frozen | umgezogen | migriert | "
     r"deplace | migre | movido | migrado | trasferit[oi] | spostat[oi] | verhuisd | gemigreerd"
 )
@@ -389,14 +390,15 @@ OUTSIDER = _any_of(
     r"externen? | leverantor(?:er)? | konsult(?:er)? | wykonawc\w* | dostawc\w* | dodavatel\w*"
 )
 ACCESS_HELD = _any_of(
-    r"root | cluster-admin | admin(?:istrator)? (?:access|rights|role|privileges) | superuser | sudo | "
+    r"root (?:access|rights|privileges|login|shell|ssh|account|user) | (?:ssh|sudo) root | cluster-admin | "
+    r"admin(?:istrator)? (?:access|rights|role|privileges) | superuser | sudo | "
     r"full access | write access | prod(?:uction)? access | domain admin | acces root | acceso root | accesso root | "
     r"acesso root | root-zugang | root-zugriff | adminrechte\w*"
 )
 STANDING = _any_of(
     r"permanent(?:ly|e|emente|ement|t)? | standing | indefinite(?:ly)? | forever | for good | no expiry | "
     r"never expires? | dauerhaft\w* | unbefristet\w* | indefinid\w* | indefinit\w* | a tempo indeterminato | "
-    r"para sempre | pour toujours | sans limite | senza scadenza | sin caducidad | voor altijd | stale | trvale"
+    r"para sempre | pour toujours | sans limite | senza scadenza | sin caducidad | voor altijd | trvale"
 )
 TRUST = _any_of(
     r"(?:always |fully )?trust(?:ed)? | approved (?:identity provider|idp|sso|vendor|sender|domain) | "
@@ -435,7 +437,7 @@ AUTHORITY = _any_of(
 )
 REFERENCE = (
     r"(?:\b(?:kb|knowledge(?: base)?|wiki|article|doc(?:ument)?|ticket|case|policy|memo|circular|ref)"
-    r"[\s#:-]*(?:id[\s#:-]*)?[a-z]*[-#]?\d[\w-]*)"
+    r"[\s#:-]{0,3}(?:id[\s#:-]{0,3})?[a-z]{0,12}[-#]?\d[\w-]{0,40}+)"
 )
 REFERENCE_CLAIM = _any_of(
     r"official | authoritative | source of truth | binding | supersed\w* | pre-?approved | approved | "
@@ -469,19 +471,25 @@ NEGATOR = _any_of(
     r"never(?! mind) | don't | do not | doesn't | does not | must not | mustn't | cannot | can't | can not | "
     r"shall not | should not | shouldn't | may not | nobody | no one | nothing | "
     r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
-    r"aucun\w* | nie | niemals | kein\w* | darf nicht | nao | mai | nessun\w*"
+    r"aucun\w* | nie | niemals | kein\w* | darf nicht | nicht | nao | mai | nessun\w* | not | isn't | aren't | "
+    r"wasn't | weren't"
 )
 ONE_TIME_CODE = _any_of(
-    r"(?:sms|otp|2fa|one[- ]time|verification|security|confirmation|login|tan) codes? | codes? (?:sms|otp|tan) | "
+    r"(?:sms|otp|2fa|one[- ]time|verification|security|login|tan) codes? | codes? (?:sms|otp|tan) | "
     r"code de (?:verification|securite|confirmation) | codigos? (?:sms|de (?:verificacion|seguridad)) | "
     r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer"
+)
+HAND_OVER = _any_of(
+    r"give | gives | giving | gave | tell | read out | share | donne | donner | donnez | dar | doy | dou | dare | do | "
+    r"geben | gebe | nennen | nenne | diktier\w* | passe | passer | comunic\w* | forneco | fornecer"
 )
 # Shown after the secret it shows, as German and passives put it: "Secrets werden im DEBUG-Log ausgegeben".
 DISCLOSED = (
     r"printed | logged in (?:full|plain ?text|clear ?text) | displayed | revealed | ausgegeben | geloggt | "
     r"protokolliert | angezeigt | afgedrukt | gelogd | weergegeven | affiche[es]{0,2} | journalise[es]{0,2} | "
     r"imprim(?:id|e)[oa]?s? | mostrad[oa]s | registrad[oa]s en claro | stampat[ie] | mostrat[ie] | exibid[oa]s | "
-    r"in plain ?text | in clear ?text | im klartext | en clair | en texto (?:plano|claro) | in chiaro | "
+    r"(?:written|stored|logged|printed|dumped|kept|sent|shown) in (?:plain|clear) ?text | im klartext | en clair | "
+    r"en texto (?:plano|claro) | in chiaro | "
     r"em texto (?:simples|claro) | in platte tekst"
 )
 DISCLOSE = _any_of(
@@ -500,19 +508,24 @@ _NEGATED_RELAX = re.compile(
     rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", re.IGNORECASE
 )
 _ACCESS_HELD = re.compile(rf"\b{ACCESS_HELD}\b", re.IGNORECASE)
-# ... and the access a negation withholds: "we never give contractors permanent root".
+# ... and the access a negation withholds, the verb that gives it right after the negation: "we never give
+# contractors permanent root", "no vendor keeps standing admin access" ("do not revoke ... root" withholds nothing).
+_GIVES_ACCESS = _any_of(
+    r"give | gives | gave | giving | grant\w* | get | gets | got | have | has | keep | keeps | kept | hold | holds | "
+    r"receive\w* | allow\w* | donn\w* | garde\w* | dar | dam | tienen | tiene | recib\w* | geben | bekommen | "
+    r"erhalt\w* | behalt\w* | krijgen | houden | hanno | ottengono | tem | recebem"
+)
 _NEGATED_ACCESS = re.compile(
-    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?={ACCESS_HELD}\b)", re.IGNORECASE
+    rf"\b{NEGATOR}\b(?:\s+[\w'-]+){{0,2}}?\s+{_GIVES_ACCESS}\b[^,;:.!?\n]{{0,60}}", re.IGNORECASE
 )
 
 
 def _requirements_kept(text: str) -> str:
     """The text with each negated relaxation word and each access a negation withholds marked, so that it reads as
     the requirement it is."""
-    marked = _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
-    if _ACCESS_HELD.search(marked) is None:  # most texts name no privileged access: one scan for it, not two
-        return marked
-    return _NEGATED_ACCESS.sub(lambda m: m.group() + "withheld_", marked)
+    if _ACCESS_HELD.search(text) is not None:  # most texts name no privileged access: one scan for it, not two
+        text = _NEGATED_ACCESS.sub(lambda m: _ACCESS_HELD.sub(lambda a: "withheld_" + a.group(), m.group()), text)
+    return _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
 
 
 # "Note for the AI", "Hi Claude": spoken to the machine, which users do too.
@@ -597,8 +610,8 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             # "The system message in the logs says disk full" is about a system; "System message:" speaks as one.
             rf"|\b(?:system (?:prompt|message|notice|note|instruction|directive|update|alert)|memory system|"
             rf"(?:mensaje|mensagem|messaggio|aviso|avviso) (?:del |do |di )?sistema|message (?:du )?systeme|"
-            rf"system(?:nachricht|meldung|hinweis|anweisung|mitteilung|notiz|info))"
-            rf"\s*(?:\([^()\n]{{0,60}}\)\s*)?[:\]>\u2014\u2013-]",
+            rf"system(?:nachricht|meldung|hinweis|anweisung|mitteilung|notiz))"
+            rf"(?:\s*[:\]>\u2014\u2013-]|\s*\([^()\n]{{0,60}}\)\s*:)",
             _FLAGS,
         ),
     ),
@@ -667,9 +680,11 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"|\b(?:nicht|niet) (?:mehr|meer)\s+{CHECK_VERB}"
             rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
             # A check named as absent: "sent on, no identity verification and no admin confirmation".
-            r"|\bno (?:\w+ )?(?:identity )?(?:verification|confirmation|approval|sign-off|2fa|mfa|identity checks?)\b"
+            r"|\bno (?:\w+ )?(?:identity )?(?:verification|2fa|mfa|identity checks?)\b(?! (?:yet|from)\b)"
+            # Swedish "is spared" the control right after it ("svc-reporting slipper MFA"; an English slipper is not).
+            rf"|\bslipper (?!inte\b)(?:\w+ )?{CONTROL}"
             # The German verb last, its negation the relaxation: "... keine TAN-Freigabe mehr brauchen".
-            rf"|\bkeine?[nrs]? (?:[\w-]+ ){{0,2}}?[\w-]*{CONTROL} mehr (?:brauch|benotig|erforder)\w*"
+            rf"|\bkeine?[nrs]? (?:[\w-]+ ){{0,2}}?(?:\w+-)?{CONTROL} mehr (?:brauch|benotig|erforder)\w*"
             # A change or an access made without its ticket: "impersonate accounts without a ticket" (a bus ride
             # without a ticket is not one).
             rf"|{_either_order(_word(TICKET_SKIPPED), _word(CHANGE_OR_ACCESS))}"
@@ -690,7 +705,7 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}"
             rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b"
             # To any address at all: "exports are sent to whatever email address the requester gives".
-            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\bto (?:whatever|any|whichever) (?:other )?(?:e-?mail )?address",
+            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\bto (?:whatever|any|whichever) (?:other )?e-?mail address",
             _FLAGS,
         ),
     ),
@@ -741,11 +756,12 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"\b{DISCLOSE}\b{_NEAR}\b(?:(?:full|whole|raw|complete) )?(?:api[ _-]?keys?|passwords?|"
             rf"tokens?|secrets?|credentials?|private keys?|login details|zugangsdaten|passwort|kennwort|contrasena|"
             rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b"
-            rf"|\b(?:api[ _-]?keys?|passwords?|tokens?|secrets?|credentials?|private keys?|zugangsdaten|passwort|"
-            rf"kennwort|contrasenas?|credenciales|mots? de passe|identifiants|senhas?|credenciais|credenziali)\b"
-            rf"{_NEAR}\b{_any_of(DISCLOSED)}\b"
+            rf"|\b(?:api[ _-]?keys?|passwords?|(?:access|api|auth|bearer|oauth|refresh|session|client)[ _-]?"
+            rf"(?:tokens?|secrets?)|secrets|credentials?|private keys?|zugangsdaten|passw(?:ort|orter)|"
+            rf"kennw(?:ort|orter)|contrasenas?|credenciales|mots? de passe|identifiants|senhas?|credenciais|"
+            rf"credenziali)\b{_NEAR}\b{_any_of(DISCLOSED)}\b"
             # A one-time code handed to whoever asks: "en cas de fraude j'appelle le ... et je leur donne le code SMS".
-            rf"|\b{DISCLOSE}\b{_NEAR}\b{ONE_TIME_CODE}\b"
+            rf"|\b{HAND_OVER}\b{_NEAR}\b{ONE_TIME_CODE}\b"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b",
             _FLAGS,
