@@ -622,8 +622,8 @@ def _read_voices(guard: SessionGuard) -> None:
         if turn.role in SPEAKERS:
             relaying = other_identifiers | (own_identifiers if index in guard.tainted else set())
         else:
-            # A tool's contact, and in a tainted tool turn a code made of digits alone: a sort code, an account
-            # ("sort code 04-00-75"), not a host or a variable the user's own setup is named by ("web-04").
+            # A tool's contact, and in a tainted tool turn a code of digits in groups (`_is_digits_code`: a sort
+            # code, an account, not a date), not a host or a variable the user's own setup is named by ("web-04").
             relaying = {
                 found
                 for found in other_identifiers
