@@ -24,6 +24,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
 
+# Every pattern below is written in the normal form (case folded) and searched only in normal forms: without
+# IGNORECASE, which would only slow every literal down (signals on every dataset turn: 3.0 s → 1.0 s).
+_FLAGS = re.MULTILINE
+
 # --- The normal form ------------------------------------------------------------------------------------------
 
 _INVISIBLE = dict.fromkeys(
@@ -505,9 +509,9 @@ CALLER = _any_of(r"call\w* | phone\w* | ligar | liga\w* | llam\w* | appel\w* | a
 # Within the clause, and not across "if" or "when": "nothing breaks if we disable MFA" relaxes it.
 _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|falls|als|se|quando)"
 _NEGATED_RELAX = re.compile(
-    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", re.IGNORECASE
+    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", _FLAGS
 )
-_ACCESS_HELD = re.compile(rf"\b{ACCESS_HELD}\b", re.IGNORECASE)
+_ACCESS_HELD = re.compile(rf"\b{ACCESS_HELD}\b", _FLAGS)
 # ... and the access a negation withholds, the verb that gives it right after the negation: "we never give
 # contractors permanent root", "no vendor keeps standing admin access" ("do not revoke ... root" withholds nothing).
 _GIVES_ACCESS = _any_of(
@@ -515,9 +519,7 @@ _GIVES_ACCESS = _any_of(
     r"receive\w* | allow\w* | donn\w* | garde\w* | dar | dam | tienen | tiene | recib\w* | geben | bekommen | "
     r"erhalt\w* | behalt\w* | krijgen | houden | hanno | ottengono | tem | recebem"
 )
-_NEGATED_ACCESS = re.compile(
-    rf"\b{NEGATOR}\b(?:\s+[\w'-]+){{0,2}}?\s+{_GIVES_ACCESS}\b[^,;:.!?\n]{{0,60}}", re.IGNORECASE
-)
+_NEGATED_ACCESS = re.compile(rf"\b{NEGATOR}\b(?:\s+[\w'-]+){{0,2}}?\s+{_GIVES_ACCESS}\b[^,;:.!?\n]{{0,60}}", _FLAGS)
 
 
 def _requirements_kept(text: str) -> str:
@@ -564,7 +566,6 @@ PASS_BY = (
 
 # Within one sentence: a full stop inside a domain or a version ("pay.com", "v2.1") does not end it.
 _NEAR = r"(?:[^.!?\n]|[.!?](?=\S)){0,60}?"
-_FLAGS = re.IGNORECASE | re.MULTILINE
 
 
 def _word(word_class: str) -> str:
