@@ -72,6 +72,9 @@ SELF_CONTAINED = frozenset(
         "declares_trust",
         "discloses_credentials",
         "outsider_access",
+        "changes_payee",
+        "disables_verification",
+        "shortens_audit_trail",
     }
 )
 

@@ -15,6 +15,7 @@ where it came from, how the assistant reacted) and decides.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import html
@@ -323,7 +324,7 @@ MONEY_LOOSE = _any_of(
     r"senza (?:approvazione|verifica) | nuovo (?:conto|iban) | "
     # Nobody else looks: "agents approve refunds up to $2,500, no supervisor in the loop" ("on their own" is how
     # users state their own limits too: "agents can refund up to $50 on their own").
-    r"no (?:\w+ ){0,2}in the loop | "
+    r"no (?:\w+ ){0,2}in the loop | no[- ]questions?(?:[- ]asked)? | "
     r"bank (?:details |account )?(?:has |have )?changed(?=\s*(?:[,.;:!]|$))"
 )
 SEND_VERB = _any_of(
@@ -384,7 +385,45 @@ PACKAGE_SOURCE = _any_of(
 MOVED = _any_of(
     r"(?:has |have )?moved | migrated | relocated | new (?:home|location|url|address|host) | "
     r"(?:is |are )?now (?:hosted|served|published|mirrored) | retired | deprecated | frozen | umgezogen | migriert | "
-    r"deplace | migre | movido | migrado | trasferit[oi] | spostat[oi] | verhuisd | gemigreerd"
+    r"deplace | migre | movido | migrado | trasferit[oi] | spostat[oi] | verhuisd | gemigreerd | "
+    # Gone from where it was, or served from elsewhere: "the @acme scope isn't on the main registry anymore".
+    r"anymore | any more | no longer (?:on|in|at|from) | (?:served|pulled|installed|fetched) from"
+)
+# Where money goes, and how it is sent: a payee's account, a payment handle, a site that takes payments.
+PAYEE_DETAILS = _any_of(
+    r"sort codes? | account (?:numbers?|no|nr|details) | routing numbers? | iban | swift(?: code)? | bic | bsb | "
+    r"bank (?:details|account) | (?:chave )?pix(?: key)? | mb ?way | bizum | zelle | venmo | paypal | "
+    r"bankverbindung | kontonummer | numero de (?:compte|cuenta|conta|conto) | coordonnees bancaires | rib | "
+    r"cuenta bancaria | conta bancaria | conto corrente | rekeningnummer | rekening | kontonr | "
+    rf"(?:paid|pay|payments?|pagar|paga|pago|pague|payer|payez|paye|zahlen|bezahlen|bezahlt|pagare|betalen|betaald)"
+    rf" (?:\w+ )?(?:on|at|via|through|to|into|por|par|sur|per|su|an|auf|op|naar|em|no|na) {ADDRESS}"
+)
+# ... said to have changed: the payee's new details are how invoice and rent fraud reads.
+PAYEE_CHANGED = _any_of(
+    r"(?:switched|changed|moved) banks? | new bank | (?:is|are|goes|go|get|gets) (?:\w+ )?now | from now on | "
+    r"instead | anymore | no longer | (?:small )?correction | corrected | (?<!n't )(?<!not )(?<!never )changed | "
+    r"updated | new | "
+    r"passou a ser | passa a ser | pasa a ser | agora | ahora | ya no | desormais | maintenant | nouveaux? | "
+    r"nouvelles? | ab sofort | jetzt | neue[snr]? | geandert | gewechselt | d'ora in poi | ora | nuov[oa] | nov[oa] | "
+    r"nuev[oa] | cambi\w* | mud(?:ou|aram|ei|ado) | wijziging | gewijzigd | nieuwe?"
+)
+# Switches that turn a verification off, in a command line, a config file or an environment.
+VERIFICATION_OFF = (
+    r"(?<![\w-])--(?:no-verify|insecure|skip-tls-verify|tls-verify[= ]false|disable-content-trust|"
+    r"allow-unauthenticated|trusted-host|no-check-certificate|no-verify-ssl)\b"
+    r"|\binsecure[_-]skip[_-]verify\b|\bverify\s*[:=]\s*false\b|\bssl[_-]?verify\s*[:=]?\s*(?:false|0|off|no)\b"
+    r"|\bstrict-ssl\s*[:=]?\s*false\b|\bnode_tls_reject_unauthorized\s*=\s*['\"]?0|\bpythonhttpsverify\s*=\s*0"
+    r"|\bgit_ssl_no_verify\b|\bgonosumdb\b|\bgonosumcheck\b|\bgoinsecure\b|\bgosumdb\s*=\s*off\b"
+    r"|\bgoflags\s*=\s*\S*-insecure|\bcheck_hostname\s*=\s*false\b|\bcert_none\b|\bdocker_content_trust\s*=\s*0"
+)
+# Audit records kept for days: an attacker shortens the trail that would show them.
+AUDIT_RECORDS = _any_of(
+    r"audit[- ]?(?:logs?|trails?|events?|records?|buckets?) | cloudtrail | audit-logs[\w-]* | auditlogs? | "
+    r"journaux d'audit | registros de auditoria | logs? de auditoria | log di audit | audit-?protokoll\w*"
+)
+SHORT_KEEP = (  # two weeks or less: "30 days" is a retention teams choose for themselves
+    r"(?:(?<![\d.,])(?:[1-9]|1[0-4])[- ]?(?:days?|dias?|jours?|tage?n?|giorni|dagen|d)\b"
+    r"|(?<![\d.,])\d{1,3} ?(?:h|hours?|stunden|heures|horas|ore)\b|\b(?:one|two|1|2) weeks?\b|\b(?:a|one) week\b)"
 )
 OUTSIDER = _any_of(
     r"(?:ext(?:ernal)?[- ])?contractors? | vendors? | suppliers? | third[- ]part(?:y|ies) | freelancers? | "
@@ -593,6 +632,54 @@ class _Gated:
         return self.pattern.search(string) if self.gate.search(string) else None
 
 
+_OWN_ACCOUNT = re.compile(
+    r"\b(?:my|our|mi|mis|nuestr[ao]s?|mon|ma|mes|notre|nos|mein\w*|unser\w*|meu|minha|nosso|nossa|mio|mia|"
+    r"nostr[oa]|mijn|onze|min|mitt|vart|moj\w*|nasz\w*)\s+(?:[\w-]+\s+){0,2}?(?:(?:bank )?accounts?|iban|bank|"
+    r"konto|bankverbindung|cuenta|compte|rib|conta|conto|rekening)\b",
+    _FLAGS,
+)
+_SENTENCE_END = re.compile(r"[.!?\n](?!\S)")
+_CLAUSE_START = re.compile(r"[,;:.!?\n]")
+_NEGATION = re.compile(rf"\b{NEGATOR}\b", _FLAGS)
+
+
+@dataclass(frozen=True)
+class _Unnegated:
+    """A pattern whose matches count only where no negation precedes them in their clause ("we never pass
+    --no-verify"): for rules written as switches, not as the relaxing words `_requirements_kept` marks."""
+
+    pattern: re.Pattern[str]
+
+    def search(self, string: str) -> re.Match[str] | None:
+        for match in self.pattern.finditer(string):
+            start = max(0, match.start() - 80)
+            clause = max((m.end() for m in _CLAUSE_START.finditer(string, start, match.start())), default=start)
+            if not _NEGATION.search(string, clause, match.start()):
+                return match
+        return None
+
+
+@dataclass(frozen=True)
+class _OutsideOwnAccount:
+    """A pattern whose matches count only in sentences that do not name the speaker's own account."""
+
+    pattern: re.Pattern[str]
+
+    def search(self, string: str) -> re.Match[str] | None:
+        ends: list[int] = []  # where each sentence ends, found once: a long text with many matches stays linear
+        own: dict[int, bool] = {}
+        for match in self.pattern.finditer(string):
+            if not ends:
+                ends = [m.start() for m in _SENTENCE_END.finditer(string)] + [len(string)]
+            sentence = bisect.bisect_left(ends, match.start())
+            if sentence not in own:
+                start = ends[sentence - 1] + 1 if sentence else 0
+                own[sentence] = _OWN_ACCOUNT.search(string, start, ends[sentence]) is not None
+            if not own[sentence]:
+                return match
+        return None
+
+
 SIGNALS: dict[str, tuple[float, Searcher]] = {
     # Spoken to the machine: vocatives, notes to it, role tags and bracketed headers inside content.
     "addressed_to_machine": (
@@ -724,6 +811,30 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
     "moves_package_source": (
         0.5,
         re.compile(_either_order(_word(PACKAGE_SOURCE), _word(MOVED)), _FLAGS),
+    ),
+    # A package index added beside the public one (pip's extra index, a scope's own registry): the shape of a
+    # dependency-confusion payload. Teams add their own too, so like a moved registry it only weighs beside
+    # another signal (a tool's or a paste's voice).
+    "adds_package_source": (
+        0.5,
+        re.compile(
+            r"\bextra[-_ ]index(?:[-_ ]urls?)?\b|--index-url\b|\bindex-url\s*=|@[\w-]+:registry\s*=|\bgoproxy\s*=",
+            _FLAGS,
+        ),
+    ),
+    # A payee's account, payment handle or payment site said to have changed: rent, invoice and school-fee fraud.
+    # The speaker's own new account ("my new current account is with Monzo, sort code ...") is theirs to state.
+    "changes_payee": (
+        1.0,
+        _OutsideOwnAccount(re.compile(_either_order(_word(PAYEE_DETAILS), _word(PAYEE_CHANGED)), _FLAGS)),
+    ),
+    # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GONOSUMDB`,
+    # `NODE_TLS_REJECT_UNAUTHORIZED=0`): nobody needs it remembered as a standing fact.
+    "disables_verification": (1.0, _Unnegated(re.compile(VERIFICATION_OFF, _FLAGS))),
+    # Audit records kept for a few days only ("audit logs are 7 days and then they expire").
+    "shortens_audit_trail": (
+        1.0,
+        re.compile(_either_order(_word(AUDIT_RECORDS), SHORT_KEEP), _FLAGS),
     ),
     # Standing privileged access for someone outside: "the contractor Orvalis keeps permanent root SSH access",
     # "ext-contractors houden permanent cluster-admin". Each word alone is how people talk.
