@@ -75,6 +75,7 @@ SELF_CONTAINED = frozenset(
         "changes_payee",
         "disables_verification",
         "shortens_audit_trail",
+        "deceptive_host",
     }
 )
 
@@ -175,6 +176,7 @@ _LINE_REST = re.compile(r"[ \t.,]*(?:\n|\Z)")  # nothing else on the line: a sig
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 MIN_LOOK_ALIKE = 8
+MIN_SQUATTED = 4  # ... and a label the session itself names, read so: "acrne" for its "acme"
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
@@ -355,6 +357,8 @@ class SessionGuard:
             return "relayed_contact"
         if self._reads_as_a_relayed_look_alike(text):
             return "look_alike_contact"
+        if self._imitates_a_session_name(found):
+            return "look_alike_contact"
         if self.relayed_labels and self._names_a_relayed_label(text, found):
             return "payload_identifier"
         if self.payload_brands and _brands(text) & self.payload_brands and _CHANGED.search(normal_form(text).text):
@@ -395,6 +399,18 @@ class SessionGuard:
         if not self.look_alikes:
             return False
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
+
+    def _imitates_a_session_name(self, found: set[str]) -> bool:
+        """The candidate's contact reads, at a glance, as another name the session holds without being it
+        ("registry.acrne-corp.dev" in a session that names acme-corp): whoever wrote it, a typosquat of the team's
+        own name is not a fact about it."""
+        known = {label for identifier in self.session_identifiers for label in _labels(identifier)}
+        return any(
+            (read := _read_as(label)) != label and len(read) >= MIN_SQUATTED and read in known
+            for identifier in found
+            if is_contact(identifier)
+            for label in _labels(identifier)
+        )
 
     def _names_a_relayed_label(self, text: str, found: set[str]) -> bool:
         """The candidate names a relayed contact by a compound label of it, without its ending ("the pkgs-secure

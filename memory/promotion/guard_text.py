@@ -233,7 +233,7 @@ CONTROL = _any_of(
     r"certificate (?:checks?|verification) | "
     r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
-    r"identity (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
+    r"(?:identity|id) (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
     r"security (?:checks?|scans?|reviews?|team) | ci(?: checks)? | checks | signatures? | signing | captcha | "
     r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
@@ -241,6 +241,7 @@ CONTROL = _any_of(
     r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | bestatigung | tan-\w+ | revisao | "
     r"aprovacao | "
     r"verificacao | "
+    r"(?:sms|otp|one[- ]time|verification|security) codes? | codes? sms | codigos? sms | codice sms | sms-codes? | "
     r"autenticacao | revisione | approvazione | verifica | autenticazione | "
     # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
@@ -284,6 +285,13 @@ RELAX = _any_of(
     r"n'?(?:a|ont|avons|avez) plus besoin | ne (?:necessit|requier|demand|exig)\w* plus | "
     r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
     r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*) | "
+    # A control confined to a few cases: "the ID check applies only to accounts over 2,000 EUR".
+    r"(?:applies|apply|is required|are required|is needed|are needed|is enforced|are enforced|is mandatory) only"
+    r" (?:to|for|when|if|above|over|below|under|on) | "
+    r"only (?:applies|apply|required|needed|enforced|mandatory) (?:to|for|when|if|above|over|below|under|on) | "
+    r"gilt nur | gelten nur | nur (?:noch )?(?:fur|bei) | "
+    r"solo se aplica\w* | s'applique\w* uniquement | ne s'applique\w* qu | vale solo | si applica solo | "
+    r"so se aplica\w* | "
     r"aus(?=\s*(?:[.,;!]|$|und\b)) | "  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
     # Not passing through it any more: "refunds no longer go through approval", "não passam pela revisão".
     r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through | (?:ya )?no pasan? por | "
@@ -394,7 +402,8 @@ PAYEE_DETAILS = _any_of(
     r"sort codes? | account (?:numbers?|no|nr|details) | routing numbers? | iban | swift(?: code)? | bic | bsb | "
     r"bank (?:details|account) | (?:chave )?pix(?: key)? | mb ?way | bizum | zelle | venmo | paypal | "
     r"bankverbindung | kontonummer | numero de (?:compte|cuenta|conta|conto) | coordonnees bancaires | rib | "
-    r"cuenta bancaria | conta bancaria | conto corrente | rekeningnummer | rekening | kontonr | "
+    r"cuenta bancaria | conta bancaria | conto corrente | rekeningnummer | rekening | kontonr | rachun\w* | "
+    r"numer konta | konto bankowe | "
     rf"(?:paid|pay|payments?|pagar|paga|pago|pague|payer|payez|paye|zahlen|bezahlen|bezahlt|pagare|betalen|betaald)"
     rf" (?:\w+ )?(?:on|at|via|through|to|into|por|par|sur|per|su|an|auf|op|naar|em|no|na) {ADDRESS}"
 )
@@ -405,7 +414,8 @@ PAYEE_CHANGED = _any_of(
     r"updated | new | "
     r"passou a ser | passa a ser | pasa a ser | agora | ahora | ya no | desormais | maintenant | nouveaux? | "
     r"nouvelles? | ab sofort | jetzt | neue[snr]? | geandert | gewechselt | d'ora in poi | ora | nuov[oa] | nov[oa] | "
-    r"nuev[oa] | cambi\w* | mud(?:ou|aram|ei|ado) | wijziging | gewijzigd | nieuwe?"
+    r"nuev[oa] | cambi\w* | mud(?:ou|aram|ei|ado) | wijziging | gewijzigd | nieuwe? | now(?:y|e|a|ego) | "
+    r"zmian\w* | zmienion\w* | od (?:teraz|dzis|\d{1,2} \w+)"
 )
 # Switches that turn a verification off, in a command line, a config file or an environment.
 VERIFICATION_OFF = (
@@ -414,6 +424,10 @@ VERIFICATION_OFF = (
     r"|\binsecure[_-]skip[_-]verify\b|\bverify\s*[:=]\s*false\b|\bssl[_-]?verify\s*[:=]?\s*(?:false|0|off|no)\b"
     r"|\bstrict-ssl\s*[:=]?\s*false\b|\bnode_tls_reject_unauthorized\s*=\s*['\"]?0|\bpythonhttpsverify\s*=\s*0"
     r"|\bgit_ssl_no_verify\b|\bgonosumdb\b|\bgonosumcheck\b|\bgoinsecure\b|\bgosumdb\s*=\s*off\b"
+    # A variable named for skipping a check, set on; or named for the check, set off.
+    r"|\b\w*(?:skip|disable|no|bypass|ignore)_?\w*(?:verify|verification|signature|sig|tls|ssl|cert|checksum)\w*"
+    r"\s*[:=]\s*['\"]?(?:1|true|yes|on)\b"
+    r"|\b\w*(?:verify|verification|signature_check|tls_check|checksum)\w*\s*[:=]\s*['\"]?(?:0|false|off|no)\b"
     r"|\bgoflags\s*=\s*\S*-insecure|\bcheck_hostname\s*=\s*false\b|\bcert_none\b|\bdocker_content_trust\s*=\s*0"
 )
 # Audit records kept for days: an attacker shortens the trail that would show them.
@@ -520,7 +534,8 @@ NEGATOR = _any_of(
 ONE_TIME_CODE = _any_of(
     r"(?:sms|otp|2fa|one[- ]time|verification|security|login|tan) codes? | codes? (?:sms|otp|tan) | "
     r"code de (?:verification|securite|confirmation) | codigos? (?:sms|de (?:verificacion|seguridad)) | "
-    r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer"
+    r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer | "
+    r"(?:four|six|eight|[4-8])[- ]digit codes? | codes? (?:we|they|the bank) (?:texts?|sms|sends?|sent)\w*"
 )
 HAND_OVER = _any_of(
     r"give | gives | giving | gave | tell | read out | share | donne | donner | donnez | dar | doy | dou | dare | do | "
@@ -638,6 +653,18 @@ _OWN_ACCOUNT = re.compile(
     r"konto|bankverbindung|cuenta|compte|rib|conta|conto|rekening)\b",
     _FLAGS,
 )
+# A host that spells another domain before its own ("sparkasse.de-sicher-login.net", "bank.com.secure-login.io",
+# "paypal.com-verify.net"), or a link whose user part is a domain ("https://shop.example.com@pay-portal.net/..."):
+# the reader sees the first name, the browser goes to the second. Country second levels ("bbc.co.uk") are not it.
+# A region's label ("eu-central-1", "de-fra") is not one: the spelt domain is followed by a word of four letters or
+# more, and no digit.
+_SPELT_DOMAIN = r"(?:com|net|org|gov|edu|de|fr|es|it|nl|pl|pt|be|at|ch|uk)"
+_DECEPTIVE_HOST = re.compile(
+    rf"(?<![\w.-])[\w-]+\.(?:[\w-]+\.)*?(?:{_SPELT_DOMAIN}-[a-z]{{4,}}(?:-[a-z]+)*|(?:com|net|org|gov|edu)\.(?![a-z]{{2}}\b)[\w-]+)"
+    rf"(?:\.[\w-]+)*\.[a-z]{{2,}}\b"
+    r"|\bhttps?://[\w-]+(?:\.[\w-]+)+@[\w-]+(?:\.[\w-]+)+",
+    _FLAGS,
+)
 _SENTENCE_END = re.compile(r"[.!?\n](?!\S)")
 _CLAUSE_START = re.compile(r"[,;:.!?\n]")
 _NEGATION = re.compile(rf"\b{NEGATOR}\b", _FLAGS)
@@ -659,23 +686,38 @@ class _Unnegated:
         return None
 
 
+# Where money would go: five digits or more in groups (an account, a sort code, a phone), an address or link, or
+# a number spelt out in words ("nove três seis, quatro zero um").
+_DIGIT_WORD = (
+    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|null|eins|zwei|drei|vier|funf|sechs|sieben|acht|neun|"
+    r"un|deux|trois|quatre|cinq|sept|huit|neuf|cero|uno|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|um|dois|"
+    r"quatro|sete|oito|nove|due|tre|quattro|cinque|sei|sette|otto)"
+)
+_DESTINATION = re.compile(rf"(?:\d[ ./-]?){{5,}}|{ADDRESS}|\b{_DIGIT_WORD}(?:[\s,-]+{_DIGIT_WORD}){{3,}}\b", _FLAGS)
+
+
 @dataclass(frozen=True)
-class _OutsideOwnAccount:
-    """A pattern whose matches count only in sentences that do not name the speaker's own account."""
+class _PayeeChange:
+    """A pattern whose matches count only in a sentence that gives the new destination (`_DESTINATION`) and does
+    not name the speaker's own account: "the landlord's new IBAN is in the tenant portal" sends no money anywhere,
+    and "my new current account is with Monzo, sort code ..." is the speaker's to state."""
 
     pattern: re.Pattern[str]
 
     def search(self, string: str) -> re.Match[str] | None:
         ends: list[int] = []  # where each sentence ends, found once: a long text with many matches stays linear
-        own: dict[int, bool] = {}
+        counts: dict[int, bool] = {}
         for match in self.pattern.finditer(string):
             if not ends:
                 ends = [m.start() for m in _SENTENCE_END.finditer(string)] + [len(string)]
             sentence = bisect.bisect_left(ends, match.start())
-            if sentence not in own:
-                start = ends[sentence - 1] + 1 if sentence else 0
-                own[sentence] = _OWN_ACCOUNT.search(string, start, ends[sentence]) is not None
-            if not own[sentence]:
+            if sentence not in counts:
+                start, end = (ends[sentence - 1] + 1 if sentence else 0), ends[sentence]
+                counts[sentence] = (
+                    _DESTINATION.search(string, start, end) is not None
+                    and _OWN_ACCOUNT.search(string, start, end) is None
+                )
+            if counts[sentence]:
                 return match
         return None
 
@@ -822,15 +864,17 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             _FLAGS,
         ),
     ),
-    # A payee's account, payment handle or payment site said to have changed: rent, invoice and school-fee fraud.
-    # The speaker's own new account ("my new current account is with Monzo, sort code ...") is theirs to state.
+    # A payee's account, payment handle or payment site said to have changed, the new one given: rent, invoice and
+    # school-fee fraud.
     "changes_payee": (
         1.0,
-        _OutsideOwnAccount(re.compile(_either_order(_word(PAYEE_DETAILS), _word(PAYEE_CHANGED)), _FLAGS)),
+        _PayeeChange(re.compile(_either_order(_word(PAYEE_DETAILS), _word(PAYEE_CHANGED)), _FLAGS)),
     ),
     # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GONOSUMDB`,
     # `NODE_TLS_REJECT_UNAUTHORIZED=0`): nobody needs it remembered as a standing fact.
     "disables_verification": (1.0, _Unnegated(re.compile(VERIFICATION_OFF, _FLAGS))),
+    # A host that shows one domain and goes to another (`_DECEPTIVE_HOST`): phishing's shape, nobody's own setup.
+    "deceptive_host": (1.0, _DECEPTIVE_HOST),
     # Audit records kept for a few days only ("audit logs are 7 days and then they expire").
     "shortens_audit_trail": (
         1.0,
