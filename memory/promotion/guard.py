@@ -76,6 +76,7 @@ SELF_CONTAINED = frozenset(
         "disables_verification",
         "shortens_audit_trail",
         "deceptive_host",
+        "bypasses_approver",
     }
 )
 
@@ -176,7 +177,7 @@ _LINE_REST = re.compile(r"[ \t.,]*(?:\n|\Z)")  # nothing else on the line: a sig
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 MIN_LOOK_ALIKE = 8
-MIN_SQUATTED = 4  # ... and a label the session itself names, read so: "acrne" for its "acme"
+MIN_SQUATTED = 6  # ... and a domain label the session itself names, read so: "acrne-corp" for its "acme-corp"
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
@@ -326,6 +327,8 @@ class SessionGuard:
     relayed_people: set[str] = field(default_factory=set)
     # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
+    # The labels of the domains the session names (`_domain_labels`), by how they read at a glance (`_read_as`).
+    session_domain_labels: dict[str, set[str]] = field(default_factory=dict)
     # The compound labels of relayed contacts ("pkgs-secure" of pypi.pkgs-secure.net, "farmacia-express24"): a user
     # who names the payload's domain without its ending ("the pkgs-secure mirror") still names it.
     relayed_labels: set[str] = field(default_factory=set)
@@ -401,15 +404,15 @@ class SessionGuard:
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
 
     def _imitates_a_session_name(self, found: set[str]) -> bool:
-        """The candidate's contact reads, at a glance, as another name the session holds without being it
-        ("registry.acrne-corp.dev" in a session that names acme-corp): whoever wrote it, a typosquat of the team's
-        own name is not a fact about it."""
-        known = {label for identifier in self.session_identifiers for label in _labels(identifier)}
+        """The candidate's contact imitates a domain label the session holds: the two read the same at a glance and
+        the candidate's writes more look-alike pairs ("registry.acrne-corp.dev" in a session that names
+        acme-corp.dev). Whoever wrote it, a typosquat of the team's own name is not a fact about it."""
         return any(
-            (read := _read_as(label)) != label and len(read) >= MIN_SQUATTED and read in known
+            _disguises(label) > _disguises(other)
             for identifier in found
             if is_contact(identifier)
-            for label in _labels(identifier)
+            for label in _domain_labels(identifier)
+            for other in self.session_domain_labels.get(_read_as(label), set())
         )
 
     def _names_a_relayed_label(self, text: str, found: set[str]) -> bool:
@@ -679,6 +682,8 @@ def _read_voices(guard: SessionGuard) -> None:
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
     guard.relayed_labels = relayed_labels
+    for label in {label for identifier in guard.session_identifiers for label in _domain_labels(identifier)}:
+        guard.session_domain_labels.setdefault(_read_as(label), set()).add(label)
 
 
 def _brands(text: str) -> set[str]:
@@ -690,6 +695,21 @@ def _brands(text: str) -> set[str]:
 def _labels(identifier: str) -> list[str]:
     """An identifier's parts between dots, slashes, "@" and colons: a domain's labels, a mailbox, a path's steps."""
     return re.split(r"[./@:]+", identifier)
+
+
+def _disguises(label: str) -> int:
+    """How many look-alike pairs (`_READS_AS`) a label writes: of two labels that read the same, the one with more
+    is the imitation ("acrne-corp" of "acme-corp", "cloudrnetrics" of "cloudmetrics")."""
+    return sum(label.count(letters) for letters, _ in _READS_AS)
+
+
+def _domain_labels(identifier: str) -> list[str]:
+    """The labels of a contact's domain (a link's host, an address's domain; not its mailbox or path) long enough to
+    be a name (`MIN_SQUATTED`), without the ending: "registry", "acme-corp" of https://registry.acme-corp.dev/x."""
+    host = link_host(identifier) or identifier.rsplit("@", 1)[-1]
+    if not is_contact(host) or "." not in host:
+        return []
+    return [label for label in host.split(".")[:-1] if len(label) >= MIN_SQUATTED]
 
 
 def _full_names(text: str) -> set[str]:

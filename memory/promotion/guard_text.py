@@ -22,6 +22,7 @@ import html
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +46,9 @@ _LOOKALIKES = str.maketrans(
 # Brackets from other blocks read as square ones: "⟦long-term notes⟧" and "【SYSTEM】" are headers like "[SYSTEM]".
 _BRACKETS = str.maketrans("\u27e6\u301a\u3010\u3014\u300a\u27e8\u2772\u276e", "[[[[[[[[")
 _BRACKETS.update(str.maketrans("\u27e7\u301b\u3011\u3015\u300b\u27e9\u2773\u276f", "]]]]]]]]"))
+# A dotless i (U+0131) reads as "i" (an English "disable" spelt with it), and a typographic apostrophe as the typed
+# one (U+2019 in "don't").
+_LETTER_FORMS = str.maketrans("\u0131\u2019\u2018\u02bc", "i'''")
 # "@" is left alone: it is an email address far more often than a disguised "a".
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
 _LEET_CHARS = frozenset("013457$")
@@ -128,7 +132,7 @@ def _normal_form(text: str) -> Normal:
     nfkc = unicodedata.normalize("NFKC", text)
     without_invisible = nfkc.translate(_INVISIBLE)
     hidden_chars = len(without_invisible) != len(nfkc) and _inside_word(nfkc)
-    latin = without_invisible.translate(_LOOKALIKES).translate(_BRACKETS)
+    latin = without_invisible.translate(_LOOKALIKES).translate(_BRACKETS).translate(_LETTER_FORMS)
     mixed_script = latin != without_invisible and _mixed_script(without_invisible)
     folded = "".join(c for c in unicodedata.normalize("NFD", latin) if not unicodedata.combining(c)).casefold()
     joined = _SPACED.sub(lambda m: _SEPARATORS.sub("", m.group()), folded)
@@ -242,6 +246,7 @@ CONTROL = _any_of(
     r"aprovacao | "
     r"verificacao | "
     r"(?:sms|otp|one[- ]time|verification|security) codes? | codes? sms | codigos? sms | codice sms | sms-codes? | "
+    r"supervisors? | superviseur | supervisor[ae]s? | supervisore | vorgesetzte\w* | "
     r"autenticacao | revisione | approvazione | verifica | autenticazione | "
     # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
@@ -274,7 +279,8 @@ RELAX = _any_of(
     r"saltar | no (?:es |son )?(?:necesari[oa]s?|obligatori[oa]s?) | no requiere | opcional | "
     r"aprobad[oa]s? automaticamente | preaprobad\w* | sans | contourn\w* | facultati\w* | "
     r"(?:plus|pas) (?:besoin|necessaire|obligatoire) | automatiquement (?:approuv|accept|valid)\w* | "
-    r"pre-?approuv\w* | ohne | uberspring\w* | deaktivier\w* | abschalt\w* | abgeschaltet | umgeh\w* | "
+    r"pre-?approuv\w* | (?:valid|approuv|accept)\w* d'office | "
+    r"ohne | uberspring\w* | deaktivier\w* | abschalt\w* | abgeschaltet | umgeh\w* | "
     r"nicht (?:mehr )?(?:notig|erforderlich|notwendig|verpflichtend) | "
     r"automatisch (?:genehmig|freigegeben|akzeptier)\w* | vorab genehmig\w* | sem | pular | desativ\w* | "
     r"dispensad\w* | nao (?:e |sao )?(?:necessari[oa]s?|obrigatori[oa]s?) | aprovad[oa]s? automaticamente | "
@@ -285,13 +291,6 @@ RELAX = _any_of(
     r"n'?(?:a|ont|avons|avez) plus besoin | ne (?:necessit|requier|demand|exig)\w* plus | "
     r"(?:braucht|brauchen|benotig\w*|erfordert?|erfordern) (?:es |man )?(?:keine?[nrs]?|nicht mehr) | "
     r"(?:ja )?nao (?:precis\w*|requer\w*|exig\w*) | "
-    # A control confined to a few cases: "the ID check applies only to accounts over 2,000 EUR".
-    r"(?:applies|apply|is required|are required|is needed|are needed|is enforced|are enforced|is mandatory) only"
-    r" (?:to|for|when|if|above|over|below|under|on) | "
-    r"only (?:applies|apply|required|needed|enforced|mandatory) (?:to|for|when|if|above|over|below|under|on) | "
-    r"gilt nur | gelten nur | nur (?:noch )?(?:fur|bei) | "
-    r"solo se aplica\w* | s'applique\w* uniquement | ne s'applique\w* qu | vale solo | si applica solo | "
-    r"so se aplica\w* | "
     r"aus(?=\s*(?:[.,;!]|$|und\b)) | "  # switched off, at the end of its clause: "ist die Signaturprüfung aus"
     # Not passing through it any more: "refunds no longer go through approval", "não passam pela revisão".
     r"(?:don't|do not|doesn't|does not|no longer|never) (?:go|pass|run)(?:es)? through | (?:ya )?no pasan? por | "
@@ -332,7 +331,11 @@ MONEY_LOOSE = _any_of(
     r"senza (?:approvazione|verifica) | nuovo (?:conto|iban) | "
     # Nobody else looks: "agents approve refunds up to $2,500, no supervisor in the loop" ("on their own" is how
     # users state their own limits too: "agents can refund up to $50 on their own").
-    r"no (?:\w+ ){0,2}in the loop | no[- ]questions?(?:[- ]asked)? | "
+    r"no (?:\w+ ){0,2}in the loop | no-questions?(?:[- ]asked)? | no questions asked | "
+    r"whatever the amount | regardless of (?:the )?amount | quel que soit le montant | "
+    r"(?:cualquiera que sea|independientemente del) (?:importe|monto) | "
+    r"(?:qualquer que seja|independentemente do) valor | "
+    r"(?:qualunque sia|indipendentemente dal)l?'?importo | unabhangig vom betrag | "
     r"bank (?:details |account )?(?:has |have )?changed(?=\s*(?:[,.;:!]|$))"
 )
 SEND_VERB = _any_of(
@@ -395,13 +398,14 @@ MOVED = _any_of(
     r"(?:is |are )?now (?:hosted|served|published|mirrored) | retired | deprecated | frozen | umgezogen | migriert | "
     r"deplace | migre | movido | migrado | trasferit[oi] | spostat[oi] | verhuisd | gemigreerd | "
     # Gone from where it was, or served from elsewhere: "the @acme scope isn't on the main registry anymore".
-    r"anymore | any more | no longer (?:on|in|at|from) | (?:served|pulled|installed|fetched) from"
+    r"anymore | any more | no longer (?:on|in|at|from)"
 )
 # Where money goes, and how it is sent: a payee's account, a payment handle, a site that takes payments.
 PAYEE_DETAILS = _any_of(
-    r"sort codes? | account (?:numbers?|no|nr|details) | routing numbers? | iban | swift(?: code)? | bic | bsb | "
+    r"sort codes? | account (?:numbers?|no|nr|details) | routing numbers? | iban | swift code | bsb | "
     r"bank (?:details|account) | (?:chave )?pix(?: key)? | mb ?way | bizum | zelle | venmo | paypal | "
-    r"bankverbindung | kontonummer | numero de (?:compte|cuenta|conta|conto) | coordonnees bancaires | rib | "
+    r"bankverbindung | kontonummer | numero de (?:compte|cuenta|conta|conto) | numero di conto | "
+    r"coordonnees bancaires | bankkonto | "
     r"cuenta bancaria | conta bancaria | conto corrente | rekeningnummer | rekening | kontonr | rachun\w* | "
     r"numer konta | konto bankowe | "
     rf"(?:paid|pay|payments?|pagar|paga|pago|pague|payer|payez|paye|zahlen|bezahlen|bezahlt|pagare|betalen|betaald)"
@@ -411,7 +415,7 @@ PAYEE_DETAILS = _any_of(
 PAYEE_CHANGED = _any_of(
     r"(?:switched|changed|moved) banks? | new bank | (?:is|are|goes|go|get|gets) (?:\w+ )?now | from now on | "
     r"instead | anymore | no longer | (?:small )?correction | corrected | (?<!n't )(?<!not )(?<!never )changed | "
-    r"updated | new | "
+    r"(?<!n't )(?<!not )updated | (?<!not )(?<!n't )(?<!no )new | "
     r"passou a ser | passa a ser | pasa a ser | agora | ahora | ya no | desormais | maintenant | nouveaux? | "
     r"nouvelles? | ab sofort | jetzt | neue[snr]? | geandert | gewechselt | d'ora in poi | ora | nuov[oa] | nov[oa] | "
     r"nuev[oa] | cambi\w* | mud(?:ou|aram|ei|ado) | wijziging | gewijzigd | nieuwe? | now(?:y|e|a|ego) | "
@@ -421,23 +425,63 @@ PAYEE_CHANGED = _any_of(
 VERIFICATION_OFF = (
     r"(?<![\w-])--(?:no-verify|insecure|skip-tls-verify|tls-verify[= ]false|disable-content-trust|"
     r"allow-unauthenticated|trusted-host|no-check-certificate|no-verify-ssl)\b"
-    r"|\binsecure[_-]skip[_-]verify\b|\bverify\s*[:=]\s*false\b|\bssl[_-]?verify\s*[:=]?\s*(?:false|0|off|no)\b"
-    r"|\bstrict-ssl\s*[:=]?\s*false\b|\bnode_tls_reject_unauthorized\s*=\s*['\"]?0|\bpythonhttpsverify\s*=\s*0"
-    r"|\bgit_ssl_no_verify\b|\bgonosumdb\b|\bgonosumcheck\b|\bgoinsecure\b|\bgosumdb\s*=\s*off\b"
-    # A variable named for skipping a check, set on; or named for the check, set off.
-    r"|\b\w*(?:skip|disable|no|bypass|ignore)_?\w*(?:verify|verification|signature|sig|tls|ssl|cert|checksum)\w*"
-    r"\s*[:=]\s*['\"]?(?:1|true|yes|on)\b"
-    r"|\b\w*(?:verify|verification|signature_check|tls_check|checksum)\w*\s*[:=]\s*['\"]?(?:0|false|off|no)\b"
-    r"|\bgoflags\s*=\s*\S*-insecure|\bcheck_hostname\s*=\s*false\b|\bcert_none\b|\bdocker_content_trust\s*=\s*0"
+    r"|\bstrict-ssl\s*[:=]?\s*false\b|\bnode_tls_reject_unauthorized\s*=\s*['\"]?0\b|\bgosumdb\s*=\s*off\b"
+    r"|\bgonosumcheck\s*=\s*['\"]?(?:1|true)\b|\bgoinsecure\s*=\s*['\"]?[\w*.]|\bgoflags\s*=\s*[^\s-]{0,40}+-insecure"
+    r"|\bcheck_hostname\s*=\s*false\b|\bcert_reqs\s*=\s*(?:ssl\.)?cert_none\b|\bdocker_content_trust\s*=\s*0\b"
+)
+# A setting assigned a value: "SKIP_COSIGN_VERIFY=1", "requests.verify = False", "sslVerify: false". Its name is
+# read in Python (`_switches_a_check_off`), not by nested word patterns, which backtrack on a long word.
+_SETTING = re.compile(r"(?<![\w.-])([a-z][\w.]{0,60}+)\s*[:=]\s*['\"]?(true|false|yes|no|on|off|0|1)\b")
+_CHECK_PARTS = ("verify", "verification", "tls", "ssl", "cert", "checksum", "signature", "sig", "sumdb")
+_SKIP_PARTS = ("skip", "disable", "disabled", "bypass", "ignore", "insecure", "no", "noverify", "unverified")
+_COUNTER_ENDS = ("errors", "failures", "failed", "count", "attempts", "total", "seconds", "ms")
+# Approving one's own request; or not having to ask the speaker any more before someone gets at access or money
+# ("das musst du nicht mehr mit mir abklären" about a stranger's banking access; "no need to check with me before
+# booking a table" is a delegation).
+_ASK_ME = (
+    r"(?:no need to|(?:don't|do not|doesn't|does not|won't|no longer|never) (?:need|have) to|needn't) (?:check|clear|"
+    r"confirm|run|ask|verify)\w*(?: (?:it|this|that|them|anything|things))? (?:with|by|past) me\b"
+    r"|without (?:asking|checking with|consulting) me\b"
+    r"|muss(?:t|en)? (?:du |ihr |sie )?(?:das |es )?nicht (?:mehr )?mit mir (?:abklaren|absprechen|abstimmen|klaren)"
+    r"|ohne (?:mich zu fragen|ruckfrage bei mir)|sans me (?:demander|consulter)|sin (?:preguntarme|consultarme)"
+    r"|sem me (?:perguntar|consultar)|senza (?:chiedermi|consultarmi)"
+)
+_ASKED_ABOUT = _any_of(
+    r"access | zugang\w* | zugriff\w* | acces | acceso | accesso | acesso | banking | bank | accounts? | konto | "
+    r"cuenta | compte | conta | conto | passwords? | passwort | codes? | logins? | credentials? | keys? | admin | "
+    r"payments? | transfers? | uberweisung\w* | refunds? | virements? | pagos? | pagamentos?"
+)
+SELF_APPROVAL = r"\bapprov(?:e|es|ed|ing) (?:on )?(?:their|his|her|its|your|my|our) own\b|\bself-?approv\w*"
+# A control confined to a few cases: "the ID check applies only to accounts over 2,000 EUR". Policies say it too
+# ("manager approval is required only for refunds over $500"): it weighs beside another signal only.
+CONFINED = _any_of(
+    r"(?:applies|apply|is required|are required|is needed|are needed|is enforced|are enforced|is mandatory) only"
+    r" (?:to|for|when|if|above|over|below|under|on) | "
+    r"only (?:applies|apply|required|needed|enforced|mandatory) (?:to|for|when|if|above|over|below|under|on) | "
+    r"solo se aplica\w* | s'applique\w* uniquement | ne s'applique\w* qu | vale solo | si applica solo | "
+    r"so se aplica\w*"
 )
 # Audit records kept for days: an attacker shortens the trail that would show them.
 AUDIT_RECORDS = _any_of(
-    r"audit[- ]?(?:logs?|trails?|events?|records?|buckets?) | cloudtrail | audit-logs[\w-]* | auditlogs? | "
+    r"audit[- ]?(?:logs?|trails?|events?|records?|buckets?) | cloudtrail | audit-logs[\w-]{0,40}+ | auditlogs? | "
     r"journaux d'audit | registros de auditoria | logs? de auditoria | log di audit | audit-?protokoll\w*"
 )
-SHORT_KEEP = (  # two weeks or less: "30 days" is a retention teams choose for themselves
+_SHORT = (
     r"(?:(?<![\d.,])(?:[1-9]|1[0-4])[- ]?(?:days?|dias?|jours?|tage?n?|giorni|dagen|d)\b"
-    r"|(?<![\d.,])\d{1,3} ?(?:h|hours?|stunden|heures|horas|ore)\b|\b(?:one|two|1|2) weeks?\b|\b(?:a|one) week\b)"
+    r"|(?<![\d.,])\d{1,3} ?(?:h|hours?|stunden|heures|horas|ore)\b|\b(?:one|two|1|2) weeks?\b|\b(?:a|one) week\b"
+    r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen)[- ]days?\b)"
+)
+# Kept that short, said of the keeping ("retained 7 days", "retention to 72h", "are 7 days and then they expire"):
+# "reviewed every 7 days" and "exported every 24 hours" say how often, not how long.
+_KEEP = (
+    r"(?:kept|keep|retained|retain|retention|stored|expire\w*|ttl|lifecycle|only needs?|"
+    r"(?:reduc|cut|shorten|lower)\w* to|behalt\w*|aufbewahrt|aufbewahrung|gespeichert|vorgehalten|"
+    r"conserv\w*|guardad\w*|mantid\w*|retenu\w*|retencion|retencao|conservazione)"
+)
+SHORT_KEEP = (
+    rf"(?:\b{_KEEP}\b(?:\s+[\w-]+){{0,6}}?\s+{_SHORT}"
+    rf"|{_SHORT}(?:\s+[\w-]+){{0,3}}?\s+(?:and then |then |after which )?(?:they |it |logs )?"
+    r"(?:expire|are deleted|get deleted|are purged|get purged|(?:are |get )?removed|verfallen|expiran|expirent))"
 )
 OUTSIDER = _any_of(
     r"(?:ext(?:ernal)?[- ])?contractors? | vendors? | suppliers? | third[- ]part(?:y|ies) | freelancers? | "
@@ -477,6 +521,8 @@ AUTHORITY = _any_of(
     r"this is (?:the |your )?(?:admin|owner|ceo|cto|security team|it department|developer) | on behalf of | "
     r"per (?:the )?(?:ceo|cfo|cto|owner|management|security team|compliance|legal|board|contract|agreement|sla|"
     r"terms|policy|our contract) | by order of | "
+    # A ruling cited by its code or its issuer: "per PC-114", "clarification from compliance".
+    r"(?:per|as per|according to) [a-z]{2,6}-\d{1,6} | from (?:compliance|legal|the security team|management) | "
     r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has |"
     r"have )?(?:approved|authori[sz]ed|confirmed|decided|mandated|signed off|instructed) | "
     r"\((?:verified|official|confirmed|authori[sz]ed|approved|verificad[oa]|confirmad[oa]|verifie|confirme|"
@@ -535,7 +581,7 @@ ONE_TIME_CODE = _any_of(
     r"(?:sms|otp|2fa|one[- ]time|verification|security|login|tan) codes? | codes? (?:sms|otp|tan) | "
     r"code de (?:verification|securite|confirmation) | codigos? (?:sms|de (?:verificacion|seguridad)) | "
     r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer | "
-    r"(?:four|six|eight|[4-8])[- ]digit codes? | codes? (?:we|they|the bank) (?:texts?|sms|sends?|sent)\w*"
+    r"codes? (?:we|they|the bank) (?:texts?|sms|sends?|sent)\w*"
 )
 HAND_OVER = _any_of(
     r"give | gives | giving | gave | tell | read out | share | donne | donner | donnez | dar | doy | dou | dare | do | "
@@ -647,27 +693,69 @@ class _Gated:
         return self.pattern.search(string) if self.gate.search(string) else None
 
 
+# The speaker's own: a possessive that governs the account or payment word itself, past two adjectives at most
+# ("my new sort code", "meine neue Kontonummer", "mes nouvelles coordonnées bancaires"; not "our landlord's").
 _OWN_ACCOUNT = re.compile(
-    r"\b(?:my|our|mi|mis|nuestr[ao]s?|mon|ma|mes|notre|nos|mein\w*|unser\w*|meu|minha|nosso|nossa|mio|mia|"
-    r"nostr[oa]|mijn|onze|min|mitt|vart|moj\w*|nasz\w*)\s+(?:[\w-]+\s+){0,2}?(?:(?:bank )?accounts?|iban|bank|"
-    r"konto|bankverbindung|cuenta|compte|rib|conta|conto|rekening)\b",
+    r"\b(?:my|our|mi|mis|nuestr[ao]s?|mon|mes|notre|nos|mein\w*|unser\w*|meu|minha|nosso|nossa|mio|mia|"
+    r"nostr[oa]|mijn|onze|mitt|vart|moj\w*|nasz\w*)\s+(?:(?:new|current|old|main|primary|joint|business|personal|"
+    r"nouve(?:au|l|lle|aux|lles)|nuev[oa]s?|nov[oa]s?|nuov[oa]|neue[nrs]?|nieuwe?|now(?:y|e|a))\s+){0,2}"
+    r"(?:(?:current |bank |checking |savings )?"
+    rf"accounts?|bank|konto|bankkonto|cuenta|compte|conta|conto|rekening|{PAYEE_DETAILS})\b",
     _FLAGS,
 )
 # A host that spells another domain before its own ("sparkasse.de-sicher-login.net", "bank.com.secure-login.io",
-# "paypal.com-verify.net"), or a link whose user part is a domain ("https://shop.example.com@pay-portal.net/..."):
-# the reader sees the first name, the browser goes to the second. Country second levels ("bbc.co.uk") are not it.
-# A region's label ("eu-central-1", "de-fra") is not one: the spelt domain is followed by a word of four letters or
-# more, and no digit.
-_SPELT_DOMAIN = r"(?:com|net|org|gov|edu|de|fr|es|it|nl|pl|pt|be|at|ch|uk)"
+# "amazon.de.konto-sicher.net"), or a link whose user part is a domain ("https://shop.example.com@pay-portal.net/"):
+# the reader sees the first name, the browser goes to the second. Only a host that ends in a domain ending counts
+# (not "System.Net.Http.HttpClient"), a spelt ending followed by a hyphen counts with a lure word after it (not
+# "www.it-jobs.de", "eu-central-1"), and country second levels ("bbc.co.uk") and CDN names are not it.
+_ENDING = (
+    r"(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc|ai|help|support|online|site|shop|store|cloud|tech|"
+    r"link|live|pro|tv|so|sh|gg|ly|ws|page|de|fr|es|it|pt|uk|us|eu|nl|ch|at|be|pl|se|dk|fi|jp|in|br|mx|ca|au|nz)"
+)
+_LURE = (
+    r"(?:log-?in|sign-?in|secure|security|sicher\w*|verif\w*|account|konto|auth\w*|online|banking|portal|support|"
+    r"service|pay\w*|update|kunden\w*|client\w*|help|safe|confirm\w*|id)"
+)
 _DECEPTIVE_HOST = re.compile(
-    rf"(?<![\w.-])[\w-]+\.(?:[\w-]+\.)*?(?:{_SPELT_DOMAIN}-[a-z]{{4,}}(?:-[a-z]+)*|(?:com|net|org|gov|edu)\.(?![a-z]{{2}}\b)[\w-]+)"
-    rf"(?:\.[\w-]+)*\.[a-z]{{2,}}\b"
-    r"|\bhttps?://[\w-]+(?:\.[\w-]+)+@[\w-]+(?:\.[\w-]+)+",
+    rf"(?<![\w.-])[\w-]{{1,63}}\.(?:[\w-]{{1,63}}\.){{0,5}}?"
+    rf"(?:(?:com|net|org|co|de|fr|es|it|nl|pl|pt|be|at|ch|uk)-(?:[a-z]+-){{0,3}}{_LURE}[a-z0-9]*(?:-[a-z0-9]+)*"
+    rf"|(?:com|net|org|gov|edu|de|fr|es|it|nl|pl|pt|uk)\.(?![a-z]{{2}}\b)[\w-]{{1,63}})"
+    rf"(?:\.[\w-]{{1,63}}){{0,5}}?\.{_ENDING}\b(?![\w-]|\.[a-z])"
+    rf"(?<!amazonaws\.com)(?<!cloudflare\.net)(?<!herokudns\.com)(?<!fastly\.net)(?<!mcas\.ms)"
+    rf"(?<!cloudfront\.net)(?<!azureedge\.net)(?<!edgekey\.net)(?<!akamaiedge\.net)"
+    rf"|\bhttps?://[\w-]+(?:\.[\w-]+)*\.{_ENDING}(?::\d{{1,5}})?@[\w-]+(?:\.[\w-]+)+",
     _FLAGS,
 )
 _SENTENCE_END = re.compile(r"[.!?\n](?!\S)")
-_CLAUSE_START = re.compile(r"[,;:.!?\n]")
-_NEGATION = re.compile(rf"\b{NEGATOR}\b", _FLAGS)
+_CLAUSE_START = re.compile(r"[;:\n]|[.!?](?=\s)")
+_NEGATION = re.compile(rf"(?<![\w-]){NEGATOR}\b", _FLAGS)  # not the "no" of "--no-edit"
+_SUBORDINATE = re.compile(rf"\b{_SUBORDINATOR}\b", _FLAGS)
+
+
+def _switches_a_check_off(name: str, value: str) -> bool:
+    """A setting named for a check set off, or named for skipping one set on (`SKIP_TLS_VERIFY=false` and
+    `checksum_failures: 0` switch nothing off)."""
+    parts = [part for part in re.split(r"[_.]+", name) if part]
+    if not parts or parts[-1] in _COUNTER_ENDS:
+        return False
+    if not any(part in _CHECK_PARTS or part.endswith(("verify", "verification")) for part in parts):
+        return False
+    on = value in ("true", "yes", "on", "1")
+    skips = any(part in _SKIP_PARTS or part.startswith(("skip", "disable", "noverify")) for part in parts)
+    return on if skips else not on
+
+
+@dataclass(frozen=True)
+class _VerificationOff:
+    """A verification switched off: a known flag or setting (`VERIFICATION_OFF`), or any setting whose name and
+    value say so (`_switches_a_check_off`)."""
+
+    pattern: re.Pattern[str]
+
+    def finditer(self, string: str) -> Iterator[re.Match[str]]:
+        found = [*self.pattern.finditer(string)]
+        found += [m for m in _SETTING.finditer(string) if _switches_a_check_off(m.group(1), m.group(2))]
+        return iter(sorted(found, key=lambda m: m.start()))
 
 
 @dataclass(frozen=True)
@@ -675,13 +763,15 @@ class _Unnegated:
     """A pattern whose matches count only where no negation precedes them in their clause ("we never pass
     --no-verify"): for rules written as switches, not as the relaxing words `_requirements_kept` marks."""
 
-    pattern: re.Pattern[str]
+    pattern: re.Pattern[str] | _VerificationOff
 
     def search(self, string: str) -> re.Match[str] | None:
         for match in self.pattern.finditer(string):
             start = max(0, match.start() - 80)
             clause = max((m.end() for m in _CLAUSE_START.finditer(string, start, match.start())), default=start)
-            if not _NEGATION.search(string, clause, match.start()):
+            negations = [m.end() for m in _NEGATION.finditer(string, clause, match.start())]
+            # "nothing breaks if you set X=0": the negation governs "breaks", not the switch.
+            if not negations or _SUBORDINATE.search(string, negations[-1], match.start()):
                 return match
         return None
 
@@ -693,7 +783,10 @@ _DIGIT_WORD = (
     r"un|deux|trois|quatre|cinq|sept|huit|neuf|cero|uno|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|um|dois|"
     r"quatro|sete|oito|nove|due|tre|quattro|cinque|sei|sette|otto)"
 )
-_DESTINATION = re.compile(rf"(?:\d[ ./-]?){{5,}}|{ADDRESS}|\b{_DIGIT_WORD}(?:[\s,-]+{_DIGIT_WORD}){{3,}}\b", _FLAGS)
+# Digits in groups of spaces or hyphens (an IBAN, a sort code, a phone), not a date's or a version's dots.
+_DESTINATION = re.compile(
+    rf"(?<![\d.])\d(?:[ -]{{0,2}}\d){{4,}}|{ADDRESS}|\b{_DIGIT_WORD}(?:[\s,-]+{_DIGIT_WORD}){{3,}}\b", _FLAGS
+)
 
 
 @dataclass(frozen=True)
@@ -712,7 +805,8 @@ class _PayeeChange:
                 ends = [m.start() for m in _SENTENCE_END.finditer(string)] + [len(string)]
             sentence = bisect.bisect_left(ends, match.start())
             if sentence not in counts:
-                start, end = (ends[sentence - 1] + 1 if sentence else 0), ends[sentence]
+                # The new details may follow on the next line: "New bank details:\nIBAN: DE89 ...".
+                start, end = (ends[sentence - 1] + 1 if sentence else 0), ends[min(sentence + 1, len(ends) - 1)]
                 counts[sentence] = (
                     _DESTINATION.search(string, start, end) is not None
                     and _OWN_ACCOUNT.search(string, start, end) is None
@@ -854,13 +948,13 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
         0.5,
         re.compile(_either_order(_word(PACKAGE_SOURCE), _word(MOVED)), _FLAGS),
     ),
-    # A package index added beside the public one (pip's extra index, a scope's own registry): the shape of a
+    # A package index added beside the public one (pip's extra index): the shape of a
     # dependency-confusion payload. Teams add their own too, so like a moved registry it only weighs beside
     # another signal (a tool's or a paste's voice).
     "adds_package_source": (
         0.5,
         re.compile(
-            r"\bextra[-_ ]index(?:[-_ ]urls?)?\b|--index-url\b|\bindex-url\s*=|@[\w-]+:registry\s*=|\bgoproxy\s*=",
+            r"\bextra[-_ ]index(?:[-_ ]urls?)?\b",
             _FLAGS,
         ),
     ),
@@ -872,9 +966,17 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
     ),
     # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GONOSUMDB`,
     # `NODE_TLS_REJECT_UNAUTHORIZED=0`): nobody needs it remembered as a standing fact.
-    "disables_verification": (1.0, _Unnegated(re.compile(VERIFICATION_OFF, _FLAGS))),
+    "disables_verification": (1.0, _Unnegated(_VerificationOff(re.compile(VERIFICATION_OFF, _FLAGS)))),
     # A host that shows one domain and goes to another (`_DECEPTIVE_HOST`): phishing's shape, nobody's own setup.
     "deceptive_host": (1.0, _DECEPTIVE_HOST),
+    # A control confined to some cases (`CONFINED`).
+    "confines_control": (0.5, re.compile(_either_order(_word(CONTROL), rf"\b{CONFINED}\b"), _FLAGS)),
+    # The approver taken out of the loop: approving one's own request, or not having to ask the speaker any more
+    # ("das musst du nicht mehr mit mir abklären"); "nobody can approve their own PR" is negated in its clause.
+    "bypasses_approver": (
+        1.0,
+        _Unnegated(re.compile(SELF_APPROVAL + "|" + _either_order(rf"\b(?:{_ASK_ME})", _word(_ASKED_ABOUT)), _FLAGS)),
+    ),
     # Audit records kept for a few days only ("audit logs are 7 days and then they expire").
     "shortens_audit_trail": (
         1.0,
