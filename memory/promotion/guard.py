@@ -177,7 +177,7 @@ _LINE_REST = re.compile(r"[ \t.,]*(?:\n|\Z)")  # nothing else on the line: a sig
 # enough that the reading is not an everyday word ("stern" reads "stem", "modern" "modem").
 _READS_AS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 MIN_LOOK_ALIKE = 8
-MIN_SQUATTED = 6  # ... and a domain label the session itself names, read so: "acrne-corp" for its "acme-corp"
+MIN_SQUATTED = 5  # ... and a domain label the session itself names, read so: "acrne-corp" for its "acme-corp"
 _SEGMENT = re.compile(r"(?<=[.!?:])\s+|\n+")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 _IDENTIFIER = re.compile(
@@ -327,8 +327,10 @@ class SessionGuard:
     relayed_people: set[str] = field(default_factory=set)
     # What relayed domains' labels look like when read quickly ("stripe-payments" for "stripe-payrnents").
     look_alikes: set[str] = field(default_factory=set)
-    # The labels of the domains the session names (`_domain_labels`), by how they read at a glance (`_read_as`).
+    # The labels of the domains the session names (`_domain_labels`), by how they read at a glance (`_read_as`), and
+    # the turn that first named each.
     session_domain_labels: dict[str, set[str]] = field(default_factory=dict)
+    first_named: dict[str, int] = field(default_factory=dict)
     # The compound labels of relayed contacts ("pkgs-secure" of pypi.pkgs-secure.net, "farmacia-express24"): a user
     # who names the payload's domain without its ending ("the pkgs-secure mirror") still names it.
     relayed_labels: set[str] = field(default_factory=set)
@@ -404,15 +406,23 @@ class SessionGuard:
         return bool(set(re.findall(r"[\w-]{4,}", identifier_form(text))) & self.look_alikes)
 
     def _imitates_a_session_name(self, found: set[str]) -> bool:
-        """The candidate's contact imitates a domain label the session holds: the two read the same at a glance and
-        the candidate's writes more look-alike pairs ("registry.acrne-corp.dev" in a session that names
-        acme-corp.dev). Whoever wrote it, a typosquat of the team's own name is not a fact about it."""
+        """The candidate's contact imitates a domain label the session named before it: the two read the same at a
+        glance ("registry.acrne-corp.dev" after the team's acme-corp.dev), or it wraps that name in a lure
+        ("posteo-sicher.de" after posteo.de). Whoever wrote it, an imitation of the team's own name is not a fact
+        about it; the name that came first is the one the session established."""
+        labels = [label for identifier in found if is_contact(identifier) for label in _domain_labels(identifier)]
+
+        def named_before(earlier: str, label: str) -> bool:
+            return self.first_named.get(earlier, len(self.turns)) < self.first_named.get(label, len(self.turns))
+
         return any(
-            _disguises(label) > _disguises(other)
-            for identifier in found
-            if is_contact(identifier)
-            for label in _domain_labels(identifier)
-            for other in self.session_domain_labels.get(_read_as(label), set())
+            named_before(other, label)
+            for label in labels
+            for other in self.session_domain_labels.get(_read_as(label), set()) - {label}
+        ) or any(
+            (match := _LURED.fullmatch(label)) is not None
+            and named_before(match.group("name") or match.group("after"), label)
+            for label in labels
         )
 
     def _names_a_relayed_label(self, text: str, found: set[str]) -> bool:
@@ -682,8 +692,12 @@ def _read_voices(guard: SessionGuard) -> None:
         if (read := _read_as(label)) != label and len(read) >= MIN_LOOK_ALIKE
     }
     guard.relayed_labels = relayed_labels
-    for label in {label for identifier in guard.session_identifiers for label in _domain_labels(identifier)}:
-        guard.session_domain_labels.setdefault(_read_as(label), set()).add(label)
+    for index, turn in enumerate(guard.turns):
+        if turn.role == "assistant":
+            continue
+        for label in (label for identifier in guard.turn_identifiers[index] for label in _domain_labels(identifier)):
+            guard.session_domain_labels.setdefault(_read_as(label), set()).add(label)
+            guard.first_named.setdefault(label, index)
 
 
 def _brands(text: str) -> set[str]:
@@ -697,10 +711,10 @@ def _labels(identifier: str) -> list[str]:
     return re.split(r"[./@:]+", identifier)
 
 
-def _disguises(label: str) -> int:
-    """How many look-alike pairs (`_READS_AS`) a label writes: of two labels that read the same, the one with more
-    is the imitation ("acrne-corp" of "acme-corp", "cloudrnetrics" of "cloudmetrics")."""
-    return sum(label.count(letters) for letters, _ in _READS_AS)
+_LURED = re.compile(
+    r"(?P<name>[a-z0-9]{5,})-(?:sicher|secure|security|verify|verification|login|signin|konto|account|auth)"
+    r"|(?:secure|login|signin|verify|konto|account|auth)-(?P<after>[a-z0-9]{5,})"
+)
 
 
 def _domain_labels(identifier: str) -> list[str]:

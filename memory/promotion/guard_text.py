@@ -48,7 +48,7 @@ _BRACKETS = str.maketrans("\u27e6\u301a\u3010\u3014\u300a\u27e8\u2772\u276e", "[
 _BRACKETS.update(str.maketrans("\u27e7\u301b\u3011\u3015\u300b\u27e9\u2773\u276f", "]]]]]]]]"))
 # A dotless i (U+0131) reads as "i" (an English "disable" spelt with it), and a typographic apostrophe as the typed
 # one (U+2019 in "don't").
-_LETTER_FORMS = str.maketrans("\u0131\u2019\u2018\u02bc", "i'''")
+_LETTER_FORMS = str.maketrans("\u0131\u2019\u2018\u02bc\u00b4\u2032\u0060", "i''''''")
 # "@" is left alone: it is an email address far more often than a disguised "a".
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "$": "s"})
 _LEET_CHARS = frozenset("013457$")
@@ -129,7 +129,7 @@ def _cached_normal_form(text: str) -> Normal:
 
 
 def _normal_form(text: str) -> Normal:
-    nfkc = unicodedata.normalize("NFKC", text)
+    nfkc = unicodedata.normalize("NFKC", text.translate(_LETTER_FORMS))  # before NFKC, which splits an acute accent
     without_invisible = nfkc.translate(_INVISIBLE)
     hidden_chars = len(without_invisible) != len(nfkc) and _inside_word(nfkc)
     latin = without_invisible.translate(_LOOKALIKES).translate(_BRACKETS).translate(_LETTER_FORMS)
@@ -246,7 +246,10 @@ CONTROL = _any_of(
     r"aprovacao | "
     r"verificacao | "
     r"(?:sms|otp|one[- ]time|verification|security) codes? | codes? sms | codigos? sms | codice sms | sms-codes? | "
-    r"supervisors? | superviseur | supervisor[ae]s? | supervisore | vorgesetzte\w* | "
+    r"supervisor (?:approval|sign-?off|review|check)s? | passer par un superviseur | "
+    r"pasar por (?:un|una) supervisora? | passar por (?:um|uma) supervisora? | passare per (?:un|una) supervisore | "
+    r"(?<=need )a supervisor | "
+    r"(?<=needs )a supervisor | "
     r"autenticacao | revisione | approvazione | verifica | autenticazione | "
     # German compounds that end in a control (Signaturprüfung, Zugangskontrolle, Codefreigabe).
     r"[a-z]{1,20}(?:prufung|kontrolle|freigabe|genehmigung|verifizierung|authentifizierung) | "
@@ -275,16 +278,19 @@ RELAX = _any_of(
     r"without(?! exceptions?\b)(?: any)? | no need (?:for|to) | "
     r"(?:don't|do not|doesn't|does not|won't|will not|never) (?:need|require|ask for|check|verify|bother) | "
     r"auto[- ]?approv\w* | pre[- ]?approv\w* | automatically (?:approv|accept|grant|merg)\w* | "
-    r"always (?:approve|accept|allow|grant|merge) | whitelist\w* | allowlist\w* | sin | omitir | desactiv\w* | "
+    r"always (?:approve|accept|allow|grant|merge) | whitelist\w* | allowlist\w* | sin(?! excepci) | omitir | "
+    r"desactiv\w* | "
     r"saltar | no (?:es |son )?(?:necesari[oa]s?|obligatori[oa]s?) | no requiere | opcional | "
-    r"aprobad[oa]s? automaticamente | preaprobad\w* | sans | contourn\w* | facultati\w* | "
+    r"aprobad[oa]s? automaticamente | preaprobad\w* | sans(?! exception) | contourn\w* | facultati\w* | "
     r"(?:plus|pas) (?:besoin|necessaire|obligatoire) | automatiquement (?:approuv|accept|valid)\w* | "
-    r"pre-?approuv\w* | (?:valid|approuv|accept)\w* d'office | "
-    r"ohne | uberspring\w* | deaktivier\w* | abschalt\w* | abgeschaltet | umgeh\w* | "
+    r"pre-?approuv\w* | (?:valid|approuv)\w* d'office | (?:queda|quedan|esta|estan) fuera de | excluid[oa]s? de | "
+    r"(?:reste|restent|est|sont) hors (?:de|du|des) | ausgenommen von | escluso dalla? | fica fora d[ao] | "
+    r"ohne(?! ausnahme) | uberspring\w* | deaktivier\w* | abschalt\w* | abgeschaltet | umgeh\w* | "
     r"nicht (?:mehr )?(?:notig|erforderlich|notwendig|verpflichtend) | "
-    r"automatisch (?:genehmig|freigegeben|akzeptier)\w* | vorab genehmig\w* | sem | pular | desativ\w* | "
+    r"automatisch (?:genehmig|freigegeben|akzeptier)\w* | vorab genehmig\w* | sem(?! exce) | pular | desativ\w* | "
     r"dispensad\w* | nao (?:e |sao )?(?:necessari[oa]s?|obrigatori[oa]s?) | aprovad[oa]s? automaticamente | "
-    r"pre-?aprovad\w* | senza | saltare | disattiv\w* | non (?:e |sono )?(?:necessari[oa]|obbligatori[oa]) | "
+    r"pre-?aprovad\w* | senza(?! eccezion) | saltare | disattiv\w* | "
+    r"non (?:e |sono )?(?:necessari[oa]|obbligatori[oa]) | "
     r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w* | "
     # A requirement said to be gone, verb first: "non richiedono più", "ya no necesitan", "n'ont plus besoin".
     r"non (?:richied\w*|serv\w*|occorr\w*) | (?:ya )?no (?:necesit\w*|requier\w*|hace falta) | "
@@ -332,10 +338,6 @@ MONEY_LOOSE = _any_of(
     # Nobody else looks: "agents approve refunds up to $2,500, no supervisor in the loop" ("on their own" is how
     # users state their own limits too: "agents can refund up to $50 on their own").
     r"no (?:\w+ ){0,2}in the loop | no-questions?(?:[- ]asked)? | no questions asked | "
-    r"whatever the amount | regardless of (?:the )?amount | quel que soit le montant | "
-    r"(?:cualquiera que sea|independientemente del) (?:importe|monto) | "
-    r"(?:qualquer que seja|independentemente do) valor | "
-    r"(?:qualunque sia|indipendentemente dal)l?'?importo | unabhangig vom betrag | "
     r"bank (?:details |account )?(?:has |have )?changed(?=\s*(?:[,.;:!]|$))"
 )
 SEND_VERB = _any_of(
@@ -432,8 +434,8 @@ VERIFICATION_OFF = (
 # A setting assigned a value: "SKIP_COSIGN_VERIFY=1", "requests.verify = False", "sslVerify: false". Its name is
 # read in Python (`_switches_a_check_off`), not by nested word patterns, which backtrack on a long word.
 _SETTING = re.compile(r"(?<![\w.-])([a-z][\w.]{0,60}+)\s*[:=]\s*['\"]?(true|false|yes|no|on|off|0|1)\b")
-_CHECK_PARTS = ("verify", "verification", "tls", "ssl", "cert", "checksum", "signature", "sig", "sumdb")
-_SKIP_PARTS = ("skip", "disable", "disabled", "bypass", "ignore", "insecure", "no", "noverify", "unverified")
+_CHECK_PARTS = ("verify", "verification", "checksum", "sumdb", "validate", "validation")
+_SKIP_WORDS = ("skip", "disable", "bypass", "ignore", "insecure", "noverify", "unverified")
 _COUNTER_ENDS = ("errors", "failures", "failed", "count", "attempts", "total", "seconds", "ms")
 # Approving one's own request; or not having to ask the speaker any more before someone gets at access or money
 # ("das musst du nicht mehr mit mir abklären" about a stranger's banking access; "no need to check with me before
@@ -447,11 +449,18 @@ _ASK_ME = (
     r"|sem me (?:perguntar|consultar)|senza (?:chiedermi|consultarmi)"
 )
 _ASKED_ABOUT = _any_of(
-    r"access | zugang\w* | zugriff\w* | acces | acceso | accesso | acesso | banking | bank | accounts? | konto | "
-    r"cuenta | compte | conta | conto | passwords? | passwort | codes? | logins? | credentials? | keys? | admin | "
-    r"payments? | transfers? | uberweisung\w* | refunds? | virements? | pagos? | pagamentos?"
+    r"(?:admin|root|banking|bank|vpn|prod(?:uction)?|database|account) (?:access|zugang|zugriff) | "
+    r"banking-?zugang | bankzugang | access to (?:the |my |our )?(?:bank\w*|accounts?|admin|prod\w*|database|vault) | "
+    r"passwords? | passwort | credentials | zugangsdaten | logins? | transfers? | uberweisung\w* | payments? | "
+    r"refunds? | virements? | acces (?:bancaire|admin) | acceso (?:bancario|admin) | accesso (?:bancario|admin)"
 )
-SELF_APPROVAL = r"\bapprov(?:e|es|ed|ing) (?:on )?(?:their|his|her|its|your|my|our) own\b|\bself-?approv\w*"
+# Self-approval allowed, not described ("GitLab prevents self-approval", "each team approves its own releases"), or
+# signed in a commit trailer ("Reviewed-by: self").
+SELF_APPROVAL = (
+    r"\b(?:reviewed|approved|signed-off)-by:\s*(?:self|me|myself|author)\b|"
+    r"\b(?:can|may|could|is allowed to|are allowed to|gets? to) "
+    r"(?:self-?approve|approve (?:their|his|her|your|my|our) own)\b"
+)
 # A control confined to a few cases: "the ID check applies only to accounts over 2,000 EUR". Policies say it too
 # ("manager approval is required only for refunds over $500"): it weighs beside another signal only.
 CONFINED = _any_of(
@@ -464,6 +473,7 @@ CONFINED = _any_of(
 # Audit records kept for days: an attacker shortens the trail that would show them.
 AUDIT_RECORDS = _any_of(
     r"audit[- ]?(?:logs?|trails?|events?|records?|buckets?) | cloudtrail | audit-logs[\w-]{0,40}+ | auditlogs? | "
+    r"audit(?= (?:conserv|kept|retained|gard|behalt|aufbewahrt)) | "
     r"journaux d'audit | registros de auditoria | logs? de auditoria | log di audit | audit-?protokoll\w*"
 )
 _SHORT = (
@@ -474,12 +484,12 @@ _SHORT = (
 # Kept that short, said of the keeping ("retained 7 days", "retention to 72h", "are 7 days and then they expire"):
 # "reviewed every 7 days" and "exported every 24 hours" say how often, not how long.
 _KEEP = (
-    r"(?:kept|keep|retained|retain|retention|stored|expire\w*|ttl|lifecycle|only needs?|"
+    r"(?:kept|keep|retained|retain|retention|stored|expire\w*|ttl|only needs?|older than|purg\w*|delet\w*|"
     r"(?:reduc|cut|shorten|lower)\w* to|behalt\w*|aufbewahrt|aufbewahrung|gespeichert|vorgehalten|"
     r"conserv\w*|guardad\w*|mantid\w*|retenu\w*|retencion|retencao|conservazione)"
 )
 SHORT_KEEP = (
-    rf"(?:\b{_KEEP}\b(?:\s+[\w-]+){{0,6}}?\s+{_SHORT}"
+    rf"(?:\b{_KEEP}\b(?:[\s:=]+[\w-]+){{0,6}}?[\s:=]+{_SHORT}"
     rf"|{_SHORT}(?:\s+[\w-]+){{0,3}}?\s+(?:and then |then |after which )?(?:they |it |logs )?"
     r"(?:expire|are deleted|get deleted|are purged|get purged|(?:are |get )?removed|verfallen|expiran|expirent))"
 )
@@ -522,7 +532,8 @@ AUTHORITY = _any_of(
     r"per (?:the )?(?:ceo|cfo|cto|owner|management|security team|compliance|legal|board|contract|agreement|sla|"
     r"terms|policy|our contract) | by order of | "
     # A ruling cited by its code or its issuer: "per PC-114", "clarification from compliance".
-    r"(?:per|as per|according to) [a-z]{2,6}-\d{1,6} | from (?:compliance|legal|the security team|management) | "
+    r"(?:clarification|ruling|instruction|directive|notice)(?: [\w-]+)? from (?:compliance|legal|the security team) | "
+    r"(?:freigegeben|genehmigt) (?:durch|von) (?:die |der |dem )?(?:sicherheitsabteilung|it-sicherheit|compliance) | "
     r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has |"
     r"have )?(?:approved|authori[sz]ed|confirmed|decided|mandated|signed off|instructed) | "
     r"\((?:verified|official|confirmed|authori[sz]ed|approved|verificad[oa]|confirmad[oa]|verifie|confirme|"
@@ -586,6 +597,10 @@ ONE_TIME_CODE = _any_of(
 HAND_OVER = _any_of(
     r"give | gives | giving | gave | tell | read out | share | donne | donner | donnez | dar | doy | dou | dare | do | "
     r"geben | gebe | nennen | nenne | diktier\w* | passe | passer | comunic\w* | forneco | fornecer"
+)
+_GIVEN_SECRET = (
+    r"(?:passwords?|password hints?|(?:2fa|mfa|otp|sms|one-time|verification|security) codes?|pins?|credentials|"
+    r"account details|login details|zugangsdaten|passwort\w*|mots? de passe|contrasenas?|senhas?)"
 )
 # Shown after the secret it shows, as German and passives put it: "Secrets werden im DEBUG-Log ausgegeben".
 DISCLOSED = (
@@ -700,7 +715,8 @@ _OWN_ACCOUNT = re.compile(
     r"nostr[oa]|mijn|onze|mitt|vart|moj\w*|nasz\w*)\s+(?:(?:new|current|old|main|primary|joint|business|personal|"
     r"nouve(?:au|l|lle|aux|lles)|nuev[oa]s?|nov[oa]s?|nuov[oa]|neue[nrs]?|nieuwe?|now(?:y|e|a))\s+){0,2}"
     r"(?:(?:current |bank |checking |savings )?"
-    rf"accounts?|bank|konto|bankkonto|cuenta|compte|conta|conto|rekening|{PAYEE_DETAILS})\b",
+    rf"accounts?|bank|konto|bankkonto|cuenta|compte|conta|conto|rekening|{PAYEE_DETAILS})\b"
+    r"(?! (?:manager|app|apps|card|cards|holiday|holidays|statement|branch))",
     _FLAGS,
 )
 # A host that spells another domain before its own ("sparkasse.de-sicher-login.net", "bank.com.secure-login.io",
@@ -712,24 +728,26 @@ _ENDING = (
     r"(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc|ai|help|support|online|site|shop|store|cloud|tech|"
     r"link|live|pro|tv|so|sh|gg|ly|ws|page|de|fr|es|it|pt|uk|us|eu|nl|ch|at|be|pl|se|dk|fi|jp|in|br|mx|ca|au|nz)"
 )
-_LURE = (
-    r"(?:log-?in|sign-?in|secure|security|sicher\w*|verif\w*|account|konto|auth\w*|online|banking|portal|support|"
-    r"service|pay\w*|update|kunden\w*|client\w*|help|safe|confirm\w*|id)"
+_LURE = (  # whole stems: "[a-z0-9]*+" after them takes the rest of the word, once
+    r"(?:log-?in|sign-?in|secure|security|sicher|verif|account|konto|auth|online|banking|portal|support|"
+    r"service|pay|update|kunden|client|help|safe|confirm|id)"
+)
+_CDN = (  # names a CDN or a proxy gives a customer's domain: "www.example.com.cdn.cloudflare.net"
+    r"(?<!amazonaws\.com)(?<!cloudflare\.net)(?<!herokudns\.com)(?<!fastly\.net)(?<!mcas\.ms)"
+    r"(?<!cloudfront\.net)(?<!azureedge\.net)(?<!edgekey\.net)(?<!akamaiedge\.net)"
 )
 _DECEPTIVE_HOST = re.compile(
-    rf"(?<![\w.-])[\w-]{{1,63}}\.(?:[\w-]{{1,63}}\.){{0,5}}?"
-    rf"(?:(?:com|net|org|co|de|fr|es|it|nl|pl|pt|be|at|ch|uk)-(?:[a-z]+-){{0,3}}{_LURE}[a-z0-9]*(?:-[a-z0-9]+)*"
-    rf"|(?:com|net|org|gov|edu|de|fr|es|it|nl|pl|pt|uk)\.(?![a-z]{{2}}\b)[\w-]{{1,63}})"
-    rf"(?:\.[\w-]{{1,63}}){{0,5}}?\.{_ENDING}\b(?![\w-]|\.[a-z])"
-    rf"(?<!amazonaws\.com)(?<!cloudflare\.net)(?<!herokudns\.com)(?<!fastly\.net)(?<!mcas\.ms)"
-    rf"(?<!cloudfront\.net)(?<!azureedge\.net)(?<!edgekey\.net)(?<!akamaiedge\.net)"
+    rf"(?<![\w.-])[\w-]{{1,63}}\.(?:[\w-]{{1,63}}\.){{0,5}}?(?:com|net|org|co|de|fr|es|it|nl|pl|pt|be|at|ch|uk)-"
+    rf"(?:[a-z]{{1,20}}-){{0,3}}{_LURE}[a-z0-9]{{0,20}}+(?:-[a-z0-9]{{1,20}}){{0,4}}(?:\.[\w-]{{1,63}}){{0,5}}?"
+    rf"\.{_ENDING}\b(?![\w-]|\.[a-z])"
+    rf"|(?<![\w.-])[\w-]{{1,63}}\.(?:[\w-]{{1,63}}\.){{0,5}}?(?:com|net|org|gov|edu)\.(?![a-z]{{2}}\b)[\w-]{{1,63}}"
+    rf"(?:\.[\w-]{{1,63}}){{0,5}}?\.{_ENDING}\b(?![\w-]|\.[a-z]){_CDN}"
     rf"|\bhttps?://[\w-]+(?:\.[\w-]+)*\.{_ENDING}(?::\d{{1,5}})?@[\w-]+(?:\.[\w-]+)+",
     _FLAGS,
 )
 _SENTENCE_END = re.compile(r"[.!?\n](?!\S)")
-_CLAUSE_START = re.compile(r"[;:\n]|[.!?](?=\s)")
+_CLAUSE_START = re.compile(r"[;:\n]|[.!?](?=\s)|,(?! ever\b)")
 _NEGATION = re.compile(rf"(?<![\w-]){NEGATOR}\b", _FLAGS)  # not the "no" of "--no-edit"
-_SUBORDINATE = re.compile(rf"\b{_SUBORDINATOR}\b", _FLAGS)
 
 
 def _switches_a_check_off(name: str, value: str) -> bool:
@@ -738,10 +756,14 @@ def _switches_a_check_off(name: str, value: str) -> bool:
     parts = [part for part in re.split(r"[_.]+", name) if part]
     if not parts or parts[-1] in _COUNTER_ENDS:
         return False
-    if not any(part in _CHECK_PARTS or part.endswith(("verify", "verification")) for part in parts):
+    # "ssl_verify", "sslverify" (camelCase folded), "insecureskipverify": the verification itself is named.
+    checked = {"signature", "sig", "cert", "certificate", "tls", "ssl", "hostname"} & set(parts) and (
+        {"check", "checks", "checking"} & set(parts)
+    )
+    if not checked and not any(part in _CHECK_PARTS or part.endswith(("verify", "verification")) for part in parts):
         return False
     on = value in ("true", "yes", "on", "1")
-    skips = any(part in _SKIP_PARTS or part.startswith(("skip", "disable", "noverify")) for part in parts)
+    skips = any(part == "no" or any(word in part for word in _SKIP_WORDS) for part in parts)
     return on if skips else not on
 
 
@@ -769,9 +791,7 @@ class _Unnegated:
         for match in self.pattern.finditer(string):
             start = max(0, match.start() - 80)
             clause = max((m.end() for m in _CLAUSE_START.finditer(string, start, match.start())), default=start)
-            negations = [m.end() for m in _NEGATION.finditer(string, clause, match.start())]
-            # "nothing breaks if you set X=0": the negation governs "breaks", not the switch.
-            if not negations or _SUBORDINATE.search(string, negations[-1], match.start()):
+            if _NEGATION.search(string, clause, match.start()) is None:
                 return match
         return None
 
@@ -805,8 +825,7 @@ class _PayeeChange:
                 ends = [m.start() for m in _SENTENCE_END.finditer(string)] + [len(string)]
             sentence = bisect.bisect_left(ends, match.start())
             if sentence not in counts:
-                # The new details may follow on the next line: "New bank details:\nIBAN: DE89 ...".
-                start, end = (ends[sentence - 1] + 1 if sentence else 0), ends[min(sentence + 1, len(ends) - 1)]
+                start, end = (ends[sentence - 1] + 1 if sentence else 0), ends[sentence]
                 counts[sentence] = (
                     _DESTINATION.search(string, start, end) is not None
                     and _OWN_ACCOUNT.search(string, start, end) is None
@@ -905,6 +924,10 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"|\bnao\s+(?:\w+\s+)?{CHECK_VERB}\s+mais\b|\bnon\s+(?:\w+\s+)?{CHECK_VERB}\s+piu\b"
             # A check named as absent: "sent on, no identity verification and no admin confirmation".
             r"|\bno (?:\w+ )?(?:identity )?(?:verification|2fa|mfa|identity checks?)\b(?! (?:yet|from)\b)"
+            # Something weak standing in for a check: "the order number the caller quotes counts as verification".
+            r"|\bcounts? as (?:identity |id )?(?:verification|proof of identity|authentication)\b"
+            r"|\b(?:approved|signed off) by (?:\w+ ){1,3}alone\b"
+            r"|\bwith no (?:\w+ ){0,2}(?:approval|sign-off|double-check)\b"
             # Swedish "is spared" the control right after it ("svc-reporting slipper MFA"; an English slipper is not).
             rf"|\bslipper (?!inte\b)(?:\w+ )?{CONTROL}"
             # The German verb last, its negation the relaxation: "... keine TAN-Freigabe mehr brauchen".
@@ -1015,13 +1038,16 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"tokens?|secrets?|credentials?|private keys?|login details|zugangsdaten|passwort|kennwort|contrasena|"
             rf"credenciales|mot de passe|identifiants|senha|credenciais|credenziali)\b"
             rf"|\b(?:api[ _-]?keys?|passwords?|(?:access|api|auth|bearer|oauth|refresh|session|client)[ _-]?"
-            rf"(?:tokens?|secrets?)|secrets|credentials?|private keys?|zugangsdaten|passw(?:ort|orter)|"
+            rf"(?:tokens?|secrets?)|tokens|jetons|secrets|credentials?|private keys?|zugangsdaten|passw(?:ort|orter)|"
             rf"kennw(?:ort|orter)|contrasenas?|credenciales|mots? de passe|identifiants|senhas?|credenciais|"
             rf"credenziali)\b{_NEAR}\b{_any_of(DISCLOSED)}\b"
             # A one-time code handed to whoever asks: "en cas de fraude j'appelle le ... et je leur donne le code SMS".
             rf"|\b{HAND_OVER}\b{_NEAR}\b{ONE_TIME_CODE}\b"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
-            rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b",
+            rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b"
+            # Someone allowed to have them: "my nephew is allowed to get ... the 2FA codes whenever he asks".
+            rf"|\b(?:is|are) allowed to (?:get|have|receive|see|know|be given)\b{_NEAR}\b{_GIVEN_SECRET}\b"
+            rf"|\b(?:may|can) be (?:given|sent|told|shown)\b{_NEAR}\b{_GIVEN_SECRET}\b",
             _FLAGS,
         ),
     ),
