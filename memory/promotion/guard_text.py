@@ -531,7 +531,8 @@ AUTHORITY = _any_of(
     r"this is (?:the |your )?(?:admin|owner|ceo|cto|security team|it department|developer) | on behalf of | "
     r"per (?:the )?(?:ceo|cfo|cto|owner|management|security team|compliance|legal|board|contract|agreement|sla|"
     r"terms|policy|our contract) | by order of | "
-    # A ruling cited by its code or its issuer: "per PC-114", "clarification from compliance".
+    # A ruling cited by its issuer: "clarification PC-114 from compliance", "freigegeben durch die
+    # Sicherheitsabteilung" (a ticket key alone, "per INFRA-2231", is how teams cite their own work).
     r"(?:clarification|ruling|instruction|directive|notice)(?: [\w-]+)? from (?:compliance|legal|the security team) | "
     r"(?:freigegeben|genehmigt) (?:durch|von) (?:die |der |dem )?(?:sicherheitsabteilung|it-sicherheit|compliance) | "
     r"(?:ceo|cfo|cto|management|security team|compliance|legal|it department|administrator|owner|board) (?:has |"
@@ -720,10 +721,11 @@ _OWN_ACCOUNT = re.compile(
     _FLAGS,
 )
 # A host that spells another domain before its own ("sparkasse.de-sicher-login.net", "bank.com.secure-login.io",
-# "amazon.de.konto-sicher.net"), or a link whose user part is a domain ("https://shop.example.com@pay-portal.net/"):
+# "paypal.com-verify.net"), or a link whose user part is a domain ("https://shop.example.com@pay-portal.net/"):
 # the reader sees the first name, the browser goes to the second. Only a host that ends in a domain ending counts
 # (not "System.Net.Http.HttpClient"), a spelt ending followed by a hyphen counts with a lure word after it (not
-# "www.it-jobs.de", "eu-central-1"), and country second levels ("bbc.co.uk") and CDN names are not it.
+# "www.it-jobs.de", "eu-central-1"), a spelt ending followed by a dot is a generic one ("ftp.de.debian.org" is not
+# it) and not a CDN's name for a customer's domain, and country second levels ("bbc.co.uk") are not it.
 _ENDING = (
     r"(?:com|net|org|io|co|info|biz|xyz|ru|cn|top|app|dev|me|cc|ai|help|support|online|site|shop|store|cloud|tech|"
     r"link|live|pro|tv|so|sh|gg|ly|ws|page|de|fr|es|it|pt|uk|us|eu|nl|ch|at|be|pl|se|dk|fi|jp|in|br|mx|ca|au|nz)"
@@ -987,7 +989,7 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
         1.0,
         _PayeeChange(re.compile(_either_order(_word(PAYEE_DETAILS), _word(PAYEE_CHANGED)), _FLAGS)),
     ),
-    # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GONOSUMDB`,
+    # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GOSUMDB=off`,
     # `NODE_TLS_REJECT_UNAUTHORIZED=0`): nobody needs it remembered as a standing fact.
     "disables_verification": (1.0, _Unnegated(_VerificationOff(re.compile(VERIFICATION_OFF, _FLAGS)))),
     # A host that shows one domain and goes to another (`_DECEPTIVE_HOST`): phishing's shape, nobody's own setup.
