@@ -24,16 +24,21 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, Case, F, FloatField, Func, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lag
+from django.db.models.sql.compiler import SQLCompiler
 
 from loopmem.embedding import vector_index
 from loopmem.embedding.embedders import QueryEmbedding
 from loopmem.reads import scoped
+from loopmem.reads.prepared import PreparedRead, PreparedShapes, PreparedValues
 from loopmem.tenancy.scope import Scope
 from memory import fusion, keyword_lane
+from memory.candidates import CandidateSet, recall_candidates
 from memory.event_time import DaySpan
 from memory.filters import MemoryFilters
 from memory.models import Memory
@@ -101,13 +106,10 @@ class HybridPool:
 def read_pool(
     session: scoped.ScopedSession,
     *,
-    scope: Scope,
-    candidates: QuerySet[Memory],
+    candidates: CandidateSet,
     terms: Sequence[str],
     embedding: QueryEmbedding,
     pool: int,
-    include_superseded: bool,
-    filters: MemoryFilters | None = None,
     asked: Sequence[DaySpan] = (),
 ) -> HybridPool:
     """Each lane's best `pool` candidates and the memories written just after them, scored in every lane.
@@ -115,19 +117,26 @@ def read_pool(
     `asked`: the days the query names; the time lane then brings its best `pool` too, and every candidate carries
     its closeness to them.
     """
+    scope, include_superseded = candidates.scope, candidates.include_superseded
     size = subject_size(session, scope, include_superseded=include_superseded)
     if size <= SMALL_SET:
-        whole = _read_whole(session, candidates, terms, embedding, pool, asked)
+        if candidates.unfiltered and not asked:
+            rows = _prepared_light(session, scope, terms, embedding, include_superseded=include_superseded)
+        else:
+            rows = session.values(_light(candidates.rows, keyword_lane.HeldTerms(terms), embedding, asked))
+        whole = _read_whole(rows, terms, pool, asked)
         if whole is not None:
             return whole
     if include_superseded or size <= settings.RECALL_EXACT_MAX_ROWS:
-        hybrid, keywords = _read_exactly(session, candidates, terms, embedding, pool)
+        hybrid, keywords = _read_exactly(session, candidates.rows, terms, embedding, pool)
     else:
-        hybrid, keywords = _read_lane_by_lane(session, scope, candidates, terms, embedding, pool, filters)
+        hybrid, keywords = _read_lane_by_lane(
+            session, scope, candidates.rows, terms, embedding, pool, candidates.filters
+        )
     hybrid.keywords = keywords
     if asked:
-        _add_time_lane(session, candidates, hybrid, keywords, embedding, tuple(asked), pool)
-    _add_session_context(session, candidates, hybrid, keywords, embedding)
+        _add_time_lane(session, candidates.rows, hybrid, keywords, embedding, tuple(asked), pool)
+    _add_session_context(session, candidates.rows, hybrid, keywords, embedding)
     return hybrid
 
 
@@ -142,23 +151,64 @@ class _Light:
     asks: bool
 
 
-def _read_whole(
-    session: scoped.ScopedSession,
-    candidates: QuerySet[Memory],
-    terms: Sequence[str],
-    embedding: QueryEmbedding,
-    pool: int,
-    asked: Sequence[DaySpan],
-) -> HybridPool | None:
-    """Every candidate in light form, in one read; None when there are more than SMALL_SET (read at most one more)."""
+def _light(
+    candidates: QuerySet[Memory], held: keyword_lane.HeldTerms, embedding: QueryEmbedding, asked: Sequence[DaySpan]
+) -> QuerySet[Memory, tuple[Any, ...]]:
+    """Every candidate in light form, at most one more than SMALL_SET."""
     light = candidates.annotate(
         distance=distance_to(embedding),
-        held=keyword_lane.HeldTerms(terms),
+        held=held,
         previous_id=_predecessor_in_session(),
         closeness=Closeness(asked) if asked else Value(None, output_field=FloatField()),
         asks=AsksQuestion(),
     ).values_list("id", "source_session_id", "previous_id", "distance", "held", "closeness", "asks")
-    rows = session.values(light[: SMALL_SET + 1])
+    return light[: SMALL_SET + 1]
+
+
+# The reads of a typical recall (no filter, no day named), compiled once per shape (`loopmem.reads.prepared`):
+# building and compiling them through the ORM cost more than running them.
+_light_reads: PreparedShapes[PreparedValues] = PreparedShapes(PreparedValues)
+_page_reads: PreparedShapes[PreparedRead[Memory]] = PreparedShapes(PreparedRead)
+
+
+def _prepared_light(
+    session: scoped.ScopedSession,
+    scope: Scope,
+    terms: Sequence[str],
+    embedding: QueryEmbedding,
+    *,
+    include_superseded: bool,
+) -> list[tuple[Any, ...]]:
+    """`_light` over the unfiltered candidates, prepared: the terms are the shape's own values."""
+    session.assert_serves(scope)
+
+    def build(scope: Scope, vector: list[float], model_id: str, *queries: str) -> QuerySet[Memory, tuple[Any, ...]]:
+        candidates = recall_candidates(scope, include_superseded=include_superseded)
+        held = keyword_lane.HeldTerms(queries, as_queries=True)
+        return _light(candidates, held, QueryEmbedding(vector=vector, model_id=model_id), ())
+
+    with_project = scope.project_id is not None
+    dimensions = len(embedding.vector)
+    prepared = _light_reads.get(
+        (SMALL_SET, len(terms), dimensions, include_superseded, with_project),
+        build,
+        dimensions=dimensions,
+        with_project=with_project,
+        extras=len(terms),
+    )
+    return prepared.run(
+        session,
+        project_id=scope.project_id,
+        vector=embedding.vector,
+        model_id=embedding.model_id,
+        extras=keyword_lane.term_queries(terms),
+    )
+
+
+def _read_whole(
+    rows: Sequence[tuple[Any, ...]], terms: Sequence[str], pool: int, asked: Sequence[DaySpan]
+) -> HybridPool | None:
+    """The pool from every candidate in light form (`_light`); None when there are more than SMALL_SET."""
     if len(rows) > SMALL_SET:
         return None
     # Per distinct mask, not per row: a subject's rows share a handful of them.
@@ -362,14 +412,62 @@ def _add_session_context(
 
 
 def load_rows(
-    session: scoped.ScopedSession, candidates: QuerySet[Memory], hybrid: HybridPool, ids: list[uuid.UUID]
+    session: scoped.ScopedSession, candidates: CandidateSet, hybrid: HybridPool, ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, Memory]:
-    """The full memories of `ids` (the page a recall returns), each read once. A row forgotten since the lanes read
-    it (each read is its own statement) is absent from the answer: it no longer exists."""
+    """The full memories of `ids` (the page a recall returns) among the candidates, each read once. A row forgotten
+    since the lanes read it (each read is its own statement) is absent from the answer: it no longer exists."""
     missing = [memory_id for memory_id in ids if memory_id not in hybrid.loaded]
     if missing:
-        hybrid.loaded.update((row.id, row) for row in session.fetch(candidates.filter(id__in=missing)))
+        if candidates.unfiltered:
+            rows = _prepared_page(session, candidates.scope, missing, include_superseded=candidates.include_superseded)
+        else:
+            rows = session.fetch(candidates.rows.filter(id__in=missing))
+        hybrid.loaded.update((row.id, row) for row in rows)
     return {memory_id: hybrid.loaded[memory_id] for memory_id in ids if memory_id in hybrid.loaded}
+
+
+def _prepared_page(
+    session: scoped.ScopedSession, scope: Scope, ids: list[uuid.UUID], *, include_superseded: bool
+) -> list[Memory]:
+    """The unfiltered candidates among `ids`, prepared: one shape whatever the page's length."""
+    session.assert_serves(scope)
+
+    def build(scope: Scope, vector: list[float], model_id: str, ids: Any) -> QuerySet[Memory]:
+        return recall_candidates(scope, include_superseded=include_superseded).filter(AmongIds(ids))
+
+    with_project = scope.project_id is not None
+    prepared = _page_reads.get(
+        ("page", include_superseded, with_project),
+        build,
+        dimensions=1,
+        with_project=with_project,
+        extras=1,
+        with_vector=False,
+    )
+    return prepared.run(session, project_id=scope.project_id, vector=[0.0], model_id="", extras=[ids])
+
+
+class AmongIds(Func):
+    """The row's id is one of an array passed as one parameter (`= ANY`): a page of any length is one shape.
+    `ids`: that parameter (a list of ids, or the sentinel a prepared read binds in its place)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, ids: Any) -> None:
+        super().__init__(F("id"))
+        self.ids = ids
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        return f"{column} = ANY(%s::uuid[])", [*params, self.ids]
 
 
 class AsksQuestion(Func):

@@ -58,9 +58,11 @@ class HeldTerms(Func):
 
     output_field = BigIntegerField()
 
-    def __init__(self, lexemes: Sequence[str]) -> None:
+    def __init__(self, lexemes: Sequence[str], *, as_queries: bool = False) -> None:
+        """`as_queries`: `lexemes` are each term's tsquery text already (`term_queries`), each passed as one
+        parameter, unchanged: the form a prepared read binds (`loopmem.reads.prepared`)."""
         super().__init__(F("search_vector"))
-        self.lexemes = tuple(lexemes)
+        self.queries = tuple(lexemes) if as_queries else tuple(term_queries(lexemes))
 
     def as_sql(
         self,
@@ -71,14 +73,19 @@ class HeldTerms(Func):
         arg_joiner: str | None = None,
         **extra_context: Any,
     ) -> tuple[str, list[Any]]:
-        if not self.lexemes:
+        if not self.queries:
             return "0::bigint", []
         vector, vector_params = compiler.compile(self.get_source_expressions()[0])
         bits = " | ".join(
-            f"(CASE WHEN {vector} @@ %s::tsquery THEN {1 << n} ELSE 0 END)::bigint" for n in range(len(self.lexemes))
+            f"(CASE WHEN {vector} @@ %s::tsquery THEN {1 << n} ELSE 0 END)::bigint" for n in range(len(self.queries))
         )
-        params = [value for lexeme in self.lexemes for value in (*vector_params, tsquery_literal([lexeme]))]
+        params = [value for query in self.queries for value in (*vector_params, query)]
         return f"({bits})", params
+
+
+def term_queries(lexemes: Sequence[str]) -> list[str]:
+    """Each lexeme as the tsquery text `HeldTerms` matches it by."""
+    return [tsquery_literal([lexeme]) for lexeme in lexemes]
 
 
 def held_flags(mask: int, terms: int) -> list[bool]:

@@ -24,7 +24,7 @@ from loopmem.models import Tenant
 from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
 from memory import fusion, hybrid_lanes, keyword_lane, second_hop, time_lane
-from memory.candidates import recall_candidates
+from memory.candidates import CandidateSet
 from memory.filters import MemoryFilters
 from memory.models import Memory
 from memory.selectors import RecallHit, RecallResult, memory_recall, recall_k
@@ -86,11 +86,11 @@ def recall_lanes(
     filters: MemoryFilters | None = None,
 ) -> RecallResult:
     """Keyword, hybrid or deep recall; `embedding` is the caller's attempt at embedding `query` (hybrid and deep)."""
-    candidates = recall_candidates(scope, include_superseded=include_superseded, filters=filters)
+    candidates = CandidateSet(scope, include_superseded=include_superseded, filters=filters)
     with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
         if mode == "keyword" or not isinstance(embedding, QueryEmbedding):
             # The keyword lane alone: k rows, and enough to judge the top one's separation.
-            by_words = keyword_lane.keyword_rank(session, candidates, query, max(k, GRADE_DEPTH))
+            by_words = keyword_lane.keyword_rank(session, candidates.rows, query, max(k, GRADE_DEPTH))
             result = _keyword_result(by_words, k, mode=mode)
             if isinstance(embedding, EmbeddingFailure):
                 result.fallback, result.reason, result.lane_lost = True, embedding.tag, "semantic"
@@ -98,13 +98,10 @@ def recall_lanes(
         terms = keyword_lane.query_terms(query)
         hybrid = hybrid_lanes.read_pool(
             session,
-            scope=scope,
             candidates=candidates,
             terms=terms,
             embedding=embedding,
             pool=lane_pool(k),
-            include_superseded=include_superseded,
-            filters=filters,
             asked=time_lane.asked_spans(query),
         )
         ranked = fusion.fuse(hybrid.lanes(), _weights())
@@ -113,7 +110,7 @@ def recall_lanes(
         grade = separation_grade([score for _, score in ranked])
         if mode == "deep":
             ranked = second_hop.rerank(
-                session, candidates, hybrid, ranked, query_terms=terms, embedding=embedding, weights=_weights()
+                session, candidates.rows, hybrid, ranked, query_terms=terms, embedding=embedding, weights=_weights()
             )
         page = ranked[:k]
         memories = hybrid_lanes.load_rows(session, candidates, hybrid, [memory_id for memory_id, _ in page])

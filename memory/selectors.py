@@ -17,8 +17,8 @@ from loopmem.embedding import embedders, vector_index
 from loopmem.errors import NotFound
 from loopmem.models import Tenant
 from loopmem.params import clamp, path_id
-from loopmem.reads import hnsw_options, scoped, where_guard
-from loopmem.reads.prepared import Builder, PreparedReads
+from loopmem.reads import hnsw_options, scoped
+from loopmem.reads.prepared import Builder, PreparedRead, PreparedShapes
 from loopmem.reads.size_cache import subject_sizes
 from loopmem.tenancy.scope import Scope
 from memory.candidates import HEAVY_COLUMNS, recall_candidates
@@ -180,7 +180,7 @@ def recall_by_vector(
 
 
 # The recall reads without filters, compiled once per shape (loopmem.reads.prepared): most recalls filter nothing.
-_prepared_reads: PreparedReads[Memory] = PreparedReads()
+_prepared_reads: PreparedShapes[PreparedRead[Memory]] = PreparedShapes(PreparedRead)
 
 
 @dataclass(frozen=True)
@@ -217,12 +217,10 @@ class _VectorRead:
             scope, model_id, len(vector), include_superseded=self.include_superseded, filters=self.filters
         )
 
-    def _read(self, shape: tuple[Any, ...], build: Builder[Memory]) -> list[Memory]:
+    def _read(self, shape: tuple[Any, ...], build: Builder) -> list[Memory]:
         if self.filters is not None and not self.filters.is_empty:
             return self.session.fetch(build(self.scope, self.vector, self.model_id))
-        if (self.session.tenant_id, self.session.subject_id) != (self.scope.tenant_id, self.scope.subject_id):
-            # A prepared read binds the session's scope; the ORM path's guard would refuse this mismatch, so does this.
-            raise where_guard.UnscopedHeavyRead("heavy read refused: the session belongs to another scope")
+        self.session.assert_serves(self.scope)
         with_project = self.scope.project_id is not None
         prepared = _prepared_reads.get(
             (*shape, len(self.vector), self.include_superseded, with_project),

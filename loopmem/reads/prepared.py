@@ -3,13 +3,15 @@
 Building and compiling a recall's queryset cost more than running it (py-spy of served recall on the 200k corpus:
 ~1 ms of Python per exact read against ~1 ms in PostgreSQL). What the SQL looks like depends on a few things only
 (the vector's size, k, whether superseded rows or a project partition take part): its *shape*. Everything else (the
-tenant, the subject, the project, the query vector, the model) only fills parameters.
+tenant, the subject, the project, the query vector, the model, and a read's own values such as a query's terms or
+a page's ids) only fills parameters.
 
 So the first read of a shape builds its queryset from sentinel values, runs the structural guard every scoped heavy
 read passes (`where_guard.assert_scoped`: the WHERE pins the sentinel tenant and subject), compiles it, and records
 which parameter carries which value. Later reads of the shape put the session's own tenant and subject (never a
-caller's), and the request's vector, model and project, into those parameters and run the SQL. The rows become model
-instances the way the ORM makes them: the compiler's converters, then `Model.from_db`.
+caller's), and the request's vector, model, project and values, into those parameters and run the SQL. The rows
+become model instances the way the ORM makes them (the compiler's converters, then `Model.from_db`), or, for a
+values() read, tuples of the columns it selects.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from django.db import connections, models
+from django.db.models.sql.compiler import SQLCompiler
 from pgvector import Vector
 
 from loopmem.database.router import HEAVY_READ_ALIAS
@@ -34,7 +37,10 @@ M = TypeVar("M", bound=models.Model)
 # What fills a parameter at run time: the sentinel it replaced names it.
 _TENANT, _SUBJECT, _PROJECT, _VECTOR, _MODEL = "tenant", "subject", "project", "vector", "model"
 
-Builder = Callable[[Scope, list[float], str], "models.QuerySet[M]"]
+# Called as build(scope, vector, model_id, *extras): `extras` are the shape's own values (each must reach the SQL as
+# one parameter, unchanged).
+Builder = Callable[..., "models.QuerySet[Any]"]
+S = TypeVar("S", bound="PreparedStatement")
 
 
 class UnpreparableRead(AssertionError):
@@ -46,9 +52,10 @@ class _Sentinels:
     scope: Scope
     vector: list[float]
     model_id: str
+    extras: tuple[str, ...]
 
     @classmethod
-    def make(cls, *, dimensions: int, with_project: bool) -> _Sentinels:
+    def make(cls, *, dimensions: int, with_project: bool, extras: int = 0) -> _Sentinels:
         token = secrets.token_hex(8)
         # A vector whose text form no constant of a query can equal: one coordinate drawn at random.
         vector = [0.0] * dimensions
@@ -61,6 +68,7 @@ class _Sentinels:
             ),
             vector=vector,
             model_id=f"prepared-model-{token}",
+            extras=tuple(f"prepared-extra-{token}-{n}" for n in range(extras)),
         )
 
     def slot_of(self, value: Any) -> str | None:
@@ -77,6 +85,8 @@ class _Sentinels:
                 return _MODEL
             if value == vector_text(self.vector):
                 return _VECTOR
+            if value in self.extras:
+                return _extra(self.extras.index(value))
         return None
 
     def spelled(self) -> list[str]:
@@ -87,10 +97,15 @@ class _Sentinels:
             self.scope.tenant_id.hex,
             str(self.scope.tenant_id),
             vector_text(self.vector),
+            *self.extras,
         ]
         if self.scope.project_id is not None:
             spelled += [self.scope.project_id.hex, str(self.scope.project_id)]
         return spelled
+
+
+def _extra(position: int) -> str:
+    return f"extra{position}"
 
 
 def vector_text(vector: Sequence[float]) -> str:
@@ -98,12 +113,15 @@ def vector_text(vector: Sequence[float]) -> str:
     return str(Vector(list(vector)).to_text())
 
 
-class PreparedRead(Generic[M]):
-    """One shape of a scoped read: its SQL, which parameter takes which value, and how rows become instances."""
+class PreparedStatement:
+    """One shape of a scoped read: its SQL and which parameter takes which value. Rows: `PreparedRead`'s model
+    instances or `PreparedValues`' tuples."""
 
-    def __init__(self, build: Builder[M], *, dimensions: int, with_project: bool) -> None:
-        sentinels = _Sentinels.make(dimensions=dimensions, with_project=with_project)
-        queryset = build(sentinels.scope, sentinels.vector, sentinels.model_id)
+    def __init__(
+        self, build: Builder, *, dimensions: int, with_project: bool, extras: int = 0, with_vector: bool = True
+    ) -> None:
+        sentinels = _Sentinels.make(dimensions=dimensions, with_project=with_project, extras=extras)
+        queryset = build(sentinels.scope, sentinels.vector, sentinels.model_id, *sentinels.extras)
         assert_scoped(queryset.query, tenant_id=sentinels.scope.tenant_id, subject_id=sentinels.scope.subject_id)
         compiler = queryset.query.get_compiler(HEAVY_READ_ALIAS)
         sql, params = compiler.as_sql()
@@ -114,49 +132,94 @@ class PreparedRead(Generic[M]):
         self._params: list[Any] = list(params)
         self._slots: list[str | None] = [sentinels.slot_of(value) for value in params]
         # A value the build used but no parameter carries would run as its sentinel: refuse the shape instead.
-        unbound = {_TENANT, _SUBJECT, _MODEL, _VECTOR, *([_PROJECT] if with_project else [])} - set(self._slots)
+        required = {_TENANT, _SUBJECT, *(_extra(n) for n in range(extras))}
+        required |= {_MODEL, _VECTOR} if with_vector else set()
+        required |= {_PROJECT} if with_project else set()
+        unbound = required - set(self._slots)
         if unbound:
             raise UnpreparableRead(f"the compiled read binds no parameter for: {sorted(unbound)}")
-        if compiler.klass_info.get("related_klass_infos"):
-            raise UnpreparableRead("select_related rows would be dropped (and loaded lazily, outside the guard)")
         self._with_project = with_project
-        self._model: type[M] = queryset.model
-        selected = compiler.select[: compiler.col_count]
+        self._extras = extras
         # Position -> (converters, expression): the compiler's own, applied with the running thread's connection.
-        self._converters = compiler.get_converters([column for column, _, _ in selected])
-        fields = compiler.klass_info["select_fields"]
-        self._fields = slice(fields[0], fields[-1] + 1)
-        self._attnames = [column.target.attname for column, _, _ in selected[self._fields]]
-        self._annotations = dict(compiler.annotation_col_map)
+        self._converters = compiler.get_converters([column for column, _, _ in compiler.select[: compiler.col_count]])
+        self._shape_rows(queryset, compiler)
+
+    def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
+        """What the kind of read needs to know of the compiled columns to return its rows; refuse what it can't."""
+        raise NotImplementedError
 
     def bind(
-        self, session: ScopedSession, *, project_id: uuid.UUID | None, vector: list[float], model_id: str
+        self,
+        session: ScopedSession,
+        *,
+        project_id: uuid.UUID | None,
+        vector: list[float],
+        model_id: str,
+        extras: Sequence[Any] = (),
     ) -> list[Any]:
         """The statement's parameters: the session's own tenant and subject, and this read's values."""
         if (project_id is not None) != self._with_project:
             raise ValueError("a prepared read's project partition is part of its shape")
+        if len(extras) != self._extras:
+            raise ValueError(f"this prepared read binds {self._extras} values of its own, not {len(extras)}")
         values = {
             _TENANT: session.tenant_id,
             _SUBJECT: session.subject_id,
             _PROJECT: project_id,
             _MODEL: model_id,
             _VECTOR: vector_text(vector),
+            **{_extra(n): value for n, value in enumerate(extras)},
         }
         return [value if slot is None else values[slot] for value, slot in zip(self._params, self._slots, strict=True)]
 
-    def run(
-        self, session: ScopedSession, *, project_id: uuid.UUID | None, vector: list[float], model_id: str
-    ) -> list[M]:
-        """The rows of this shape in the session's scope, for this project, vector and model."""
-        params = self.bind(session, project_id=project_id, vector=vector, model_id=model_id)
+    def _rows(
+        self,
+        session: ScopedSession,
+        *,
+        project_id: uuid.UUID | None,
+        vector: list[float],
+        model_id: str,
+        extras: Sequence[Any],
+    ) -> list[list[Any]]:
+        params = self.bind(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
         connection = connections[HEAVY_READ_ALIAS]
         with connection.cursor() as cursor:
             cursor.execute(self.sql, params)
             rows = [list(row) for row in cursor.fetchall()]
-        for row in rows:
-            for position, (converters, expression) in self._converters.items():
-                for convert in converters:
-                    row[position] = convert(row[position], expression, connection)
+        if self._converters:
+            for row in rows:
+                for position, (converters, expression) in self._converters.items():
+                    for convert in converters:
+                        row[position] = convert(row[position], expression, connection)
+        return rows
+
+
+class PreparedRead(PreparedStatement, Generic[M]):
+    """A prepared read of model instances (with their annotations as attributes)."""
+
+    def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
+        if queryset.query.values_select or compiler.klass_info is None:
+            raise UnpreparableRead("a values() read has no instances: prepare it as PreparedValues")
+        if compiler.klass_info.get("related_klass_infos"):
+            raise UnpreparableRead("select_related rows would be dropped (and loaded lazily, outside the guard)")
+        self._model: type[M] = queryset.model
+        selected = compiler.select[: compiler.col_count]
+        fields = compiler.klass_info["select_fields"]
+        self._fields = slice(fields[0], fields[-1] + 1)
+        self._attnames = [column.target.attname for column, _, _ in selected[self._fields]]
+        self._annotations = dict(compiler.annotation_col_map)
+
+    def run(
+        self,
+        session: ScopedSession,
+        *,
+        project_id: uuid.UUID | None,
+        vector: list[float],
+        model_id: str,
+        extras: Sequence[Any] = (),
+    ) -> list[M]:
+        """The rows of this shape in the session's scope, for this project, vector, model and values."""
+        rows = self._rows(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
         return [self._instance(row) for row in rows]
 
     def _instance(self, row: Sequence[Any]) -> M:
@@ -166,23 +229,55 @@ class PreparedRead(Generic[M]):
         return instance
 
 
-class PreparedReads(Generic[M]):
+class PreparedValues(PreparedStatement):
+    """A prepared values_list() read: one tuple of the selected columns per row, no model instances."""
+
+    def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
+        if not queryset.query.values_select:
+            raise UnpreparableRead("a read of instances: prepare it as PreparedRead")
+
+    def run(
+        self,
+        session: ScopedSession,
+        *,
+        project_id: uuid.UUID | None,
+        vector: list[float],
+        model_id: str,
+        extras: Sequence[Any] = (),
+    ) -> list[tuple[Any, ...]]:
+        rows = self._rows(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
+        return [tuple(row) for row in rows]
+
+
+class PreparedShapes(Generic[S]):
     """The prepared shapes of one read, made on first use. A caller's k is part of a shape, so the count is bounded:
     past MAX_SHAPES the oldest shape is dropped (it is prepared again if asked for)."""
 
     MAX_SHAPES = 256
 
-    def __init__(self) -> None:
-        self._shapes: dict[Hashable, PreparedRead[M]] = {}
+    def __init__(self, kind: Callable[..., S]) -> None:
+        self._kind = kind
+        self._shapes: dict[Hashable, S] = {}
         self._lock = threading.Lock()
 
-    def get(self, shape: Hashable, build: Builder[M], *, dimensions: int, with_project: bool) -> PreparedRead[M]:
+    def get(
+        self,
+        shape: Hashable,
+        build: Builder,
+        *,
+        dimensions: int,
+        with_project: bool,
+        extras: int = 0,
+        with_vector: bool = True,
+    ) -> S:
         found = self._shapes.get(shape)
         if found is None:
             with self._lock:
                 found = self._shapes.get(shape)
                 if found is None:
-                    found = PreparedRead(build, dimensions=dimensions, with_project=with_project)
+                    found = self._kind(
+                        build, dimensions=dimensions, with_project=with_project, extras=extras, with_vector=with_vector
+                    )
                     if len(self._shapes) >= self.MAX_SHAPES:
                         del self._shapes[next(iter(self._shapes))]
                     self._shapes[shape] = found

@@ -20,7 +20,8 @@ from django.db import connections, models, transaction
 from loopmem.database.router import HEAVY_READ_ALIAS
 from loopmem.reads.hnsw_options import AppliedOptions, ReadOptions, apply_read_options
 from loopmem.reads.tenant_gate import tenant_gate
-from loopmem.reads.where_guard import assert_names_no_table, assert_scoped, assert_tenant_scoped
+from loopmem.reads.where_guard import UnscopedHeavyRead, assert_names_no_table, assert_scoped, assert_tenant_scoped
+from loopmem.tenancy.scope import Scope
 
 M = TypeVar("M", bound=models.Model)
 
@@ -69,6 +70,12 @@ class ScopedSession(_HeavySession):
     def fetch(self, queryset: models.QuerySet[M]) -> list[M]:
         assert_scoped(queryset.query, tenant_id=self._tenant_id, subject_id=self._subject_id)
         return list(queryset.using(HEAVY_READ_ALIAS))
+
+    def assert_serves(self, scope: Scope) -> None:
+        """Refuse a read meant for another scope: a prepared read binds this session's tenant and subject, so the
+        mismatch the ORM path's guard would refuse must be refused before it."""
+        if (self._tenant_id, self._subject_id) != (scope.tenant_id, scope.subject_id):
+            raise UnscopedHeavyRead("heavy read refused: the session belongs to another scope")
 
     def values(self, queryset: models.QuerySet[Any, Any]) -> list[Any]:
         """The rows of a values() / values_list() queryset: only the columns a read needs, no model instances."""

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from loopmem.database.router import HEAVY_READ_ALIAS
 from loopmem.database.timeouts import install_web_statement_timeout, uninstall_web_statement_timeout
-from loopmem.reads.prepared import PreparedReads
+from loopmem.reads.prepared import PreparedRead, PreparedShapes
 from memory import selectors
 from tests.conftest import error
 from tests.memory.conftest import embed_pending, remember
@@ -100,7 +100,8 @@ def test_a_heavy_read_past_its_timeout_answers_503_database_timeout(
         return exact(*args, **kwargs).annotate(stall=Func(Value(5.0), function="pg_sleep", output_field=TextField()))
 
     monkeypatch.setattr(selectors, "_exact", stalled_exact)
-    monkeypatch.setattr(selectors, "_prepared_reads", PreparedReads())  # shapes prepared earlier hold the old read
+    # Shapes prepared earlier hold the old read.
+    monkeypatch.setattr(selectors, "_prepared_reads", PreparedShapes(PreparedRead))
     response = agent.post("/api/v1/memory/recall", {"query": "fact"}, format="json")
     assert response.status_code == 503
     assert response.json() == error(503, "database_timeout", "The database did not answer in time; retry shortly")

@@ -9,8 +9,9 @@ import uuid
 import pytest
 from django.db.models.expressions import RawSQL
 
+from loopmem.embedding import vector_index
 from loopmem.reads import scoped
-from loopmem.reads.prepared import PreparedRead, UnpreparableRead
+from loopmem.reads.prepared import PreparedRead, PreparedValues, UnpreparableRead
 from loopmem.reads.where_guard import UnscopedHeavyRead
 from loopmem.tenancy.scope import Scope
 from memory import selectors
@@ -66,7 +67,7 @@ def test_a_prepared_read_answers_what_the_orm_read_answers(tenant, subject_rows)
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     _rows(scope, 30, rng)
     build = _exact_builder(10, subject_rows)
-    prepared = PreparedRead(build, dimensions=DIMENSIONS, with_project=False)
+    prepared = PreparedRead[Memory](build, dimensions=DIMENSIONS, with_project=False)
     for _ in range(3):  # one compiled shape, many vectors
         query = _vector(rng)
         with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
@@ -82,7 +83,7 @@ def test_a_prepared_read_answers_only_the_sessions_subject_and_tenant(tenant, ot
     _rows(mine, 5, rng)
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-b"), 5, rng)
     _rows(Scope(tenant_id=other_tenant.id, subject_id="agent-a"), 5, rng)
-    prepared = PreparedRead(_exact_builder(20, 5), dimensions=DIMENSIONS, with_project=False)
+    prepared = PreparedRead[Memory](_exact_builder(20, 5), dimensions=DIMENSIONS, with_project=False)
     for tenant_id, subject_id in [(tenant.id, "agent-a"), (tenant.id, "agent-b"), (other_tenant.id, "agent-a")]:
         with scoped.scoped_session(tenant_id=tenant_id, subject_id=subject_id) as session:
             got = prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
@@ -97,7 +98,7 @@ def test_the_project_is_bound_and_its_presence_is_part_of_the_shape(tenant):
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-a", project_id=ops.id), 4, rng)
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-a", project_id=dev.id), 4, rng)
     _rows(Scope(tenant_id=tenant.id, subject_id="agent-a"), 4, rng)
-    prepared = PreparedRead(_exact_builder(20, 12), dimensions=DIMENSIONS, with_project=True)
+    prepared = PreparedRead[Memory](_exact_builder(20, 12), dimensions=DIMENSIONS, with_project=True)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         for project in (ops, dev):
             got = prepared.run(session, project_id=project.id, vector=_vector(rng), model_id=MODEL)
@@ -112,7 +113,7 @@ def test_the_model_is_bound(tenant):
     rng = random.Random(17)
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     _rows(scope, 3, rng)
-    prepared = PreparedRead(_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
+    prepared = PreparedRead[Memory](_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         assert len(prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)) == 3
         assert prepared.run(session, project_id=None, vector=_vector(rng), model_id="test:other") == []
@@ -181,3 +182,44 @@ def test_recall_in_a_session_of_another_scope_is_refused(tenant):
             k=3,
             session=session,
         )
+
+
+def _light_builder(scope: Scope, vector: list[float], model_id: str, *extras: str):
+    rows = Memory.objects.for_scope(scope).filter(embedding_model=model_id)
+    ranked = rows.annotate(distance=vector_index.exact_distance(vector)).order_by("distance", "id")
+    return (ranked.filter(text__in=extras) if extras else ranked).values_list("id", "text", "distance")
+
+
+def test_prepared_values_answer_what_the_orm_values_read_answers_and_bind_their_own_values(tenant):
+    rng = random.Random(29)
+    scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    _rows(scope, 6, rng)
+    _rows(Scope(tenant_id=tenant.id, subject_id="agent-b"), 6, rng)
+    prepared = PreparedValues(_light_builder, dimensions=DIMENSIONS, with_project=False, extras=2)
+    for texts in [("agent-a fact 1", "agent-a fact 4"), ("agent-a fact 2", "agent-b fact 3")]:
+        query = _vector(rng)
+        with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
+            expected = session.values(_light_builder(scope, query, MODEL, *texts))
+            got = prepared.run(session, project_id=None, vector=query, model_id=MODEL, extras=texts)
+        assert got == [tuple(row) for row in expected]
+    assert [text for _, text, _ in got] == ["agent-a fact 2"]  # another subject's text matches nothing here
+    with (
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
+        pytest.raises(ValueError, match="2 values of its own"),
+    ):
+        prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL, extras=["agent-a fact 1"])
+
+
+def test_a_shape_that_leaves_one_of_its_own_values_unbound_is_never_prepared(tenant):
+    def drops_the_second(scope: Scope, vector: list[float], model_id: str, first: str, second: str):
+        return _light_builder(scope, vector, model_id, first)
+
+    with pytest.raises(UnpreparableRead, match="extra1"):
+        PreparedValues(drops_the_second, dimensions=DIMENSIONS, with_project=False, extras=2)
+
+
+def test_rows_and_values_are_prepared_by_their_own_kind(tenant):
+    with pytest.raises(UnpreparableRead, match="PreparedValues"):
+        PreparedRead(_light_builder, dimensions=DIMENSIONS, with_project=False)
+    with pytest.raises(UnpreparableRead, match="PreparedRead"):
+        PreparedValues(_exact_builder(5, 5), dimensions=DIMENSIONS, with_project=False)

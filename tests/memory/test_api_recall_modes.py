@@ -13,7 +13,7 @@ from loopmem.reads import scoped
 from loopmem.tenancy.scope import Scope
 from loopmem.tenancy.services import tenant_set_provider
 from memory import hybrid_lanes, keyword_lane
-from memory.candidates import recall_candidates
+from memory.candidates import CandidateSet
 from memory.models import Memory
 from tests.conftest import error
 from tests.factories import ProjectFactory
@@ -345,16 +345,13 @@ def test_a_question_that_joins_only_as_a_successor_is_flagged_in_every_read_shap
     scope = Scope(tenant_id=tenant.id, subject_id="agent-a")
     [vector] = embedders.HashingEmbedder().embed([query])
     embedding = embedders.QueryEmbedding(vector=vector, model_id=embedders.spec_for(tenant).model_id)
-    candidates = recall_candidates(scope, include_superseded=False)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         pool = hybrid_lanes.read_pool(
             session,
-            scope=scope,
-            candidates=candidates,
+            candidates=CandidateSet(scope, include_superseded=False),
             terms=keyword_lane.query_terms(query),
             embedding=embedding,
             pool=2,
-            include_superseded=False,
         )
     question_id = uuid.UUID(question["id"])
     assert question_id in pool.previous  # it came as the successor of a pooled row

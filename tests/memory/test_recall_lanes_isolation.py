@@ -13,8 +13,11 @@ import pytest
 
 from loopmem.embedding import embedders
 from loopmem.models import Tenant
+from loopmem.reads import scoped
+from loopmem.reads.where_guard import UnscopedHeavyRead
 from loopmem.tenancy.scope import Scope
 from memory import hybrid_lanes, keyword_lane
+from memory.candidates import CandidateSet
 from memory.models import Memory
 from memory.recall_modes import recall_lanes
 from memory.selectors import RecallResult, recall_by_vector
@@ -93,13 +96,21 @@ def _ids(result: RecallResult) -> set[uuid.UUID]:
     return {hit.memory.id for hit in result.hits}
 
 
-TIERS = ["whole", "exact_scan", "lane_by_lane"]
+TIERS = ["whole", "whole_unprepared", "exact_scan", "lane_by_lane"]
+
+
+def _unprepared(monkeypatch) -> None:
+    """Send the reads a typical recall prepares once per shape through the ORM, as a filtered recall's go."""
+    monkeypatch.setattr(CandidateSet, "unfiltered", property(lambda self: False))
 
 
 @pytest.fixture(params=TIERS)
 def tier(request, monkeypatch, settings):
-    """Force each of hybrid recall's three reads (memory.hybrid_lanes) on these small subjects."""
-    if request.param != "whole":
+    """Force each of hybrid recall's three reads (memory.hybrid_lanes) on these small subjects, the whole-set read
+    both prepared and through the ORM."""
+    if request.param == "whole_unprepared":
+        _unprepared(monkeypatch)
+    elif request.param != "whole":
         monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
     if request.param == "lane_by_lane":
         settings.RECALL_EXACT_MAX_ROWS = 1
@@ -188,7 +199,28 @@ def test_the_three_reads_rank_alike(agent, tenant, monkeypatch, settings):
         return [(hit.memory.id, round(hit.score or 0.0, 9)) for hit in result.hits], result.lane_counts
 
     whole = ranking()
+    with monkeypatch.context() as unprepared:
+        _unprepared(unprepared)
+        assert ranking() == whole
     monkeypatch.setattr(hybrid_lanes, "SMALL_SET", 0)
     assert ranking() == whole
     settings.RECALL_EXACT_MAX_ROWS = 1
     assert ranking() == whole
+
+
+def test_a_page_read_by_ids_returns_only_the_sessions_own_rows(tenant, other_tenant):
+    """The page is read by id, prepared: ids of another subject's or tenant's memories, or of a superseded one,
+    bring nothing, whatever the caller passes."""
+    world = _build(4, tenant, other_tenant)
+    every_id = [row.id for row in world.rows]
+    for scope in _scopes(world):
+        for include_superseded in (False, True):
+            with scoped.scoped_session(tenant_id=scope.tenant_id, subject_id=scope.subject_id) as session:
+                page = hybrid_lanes._prepared_page(session, scope, every_id, include_superseded=include_superseded)
+            assert {row.id for row in page} == {row.id for row in _visible(world, scope, include_superseded)}
+    mine = Scope(tenant_id=tenant.id, subject_id="agent-a")
+    with (
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-b") as session,
+        pytest.raises(UnscopedHeavyRead),
+    ):
+        hybrid_lanes._prepared_page(session, mine, every_id, include_superseded=False)
