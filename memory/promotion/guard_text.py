@@ -239,6 +239,10 @@ CONTROL = _any_of(
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
     r"(?:identity|id) (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
     r"security (?:checks?|scans?|reviews?|team) | ci(?: checks)? | checks | signatures? | signing | captcha | "
+    # A repository's merge gate: branch protection and the rulesets that replaced it, in the guard's languages.
+    r"branch[- ]?protections?(?: rules?)? | protected branch(?:es)? | rulesets? | status checks? | "
+    r"protection (?:de|des) branches? | proteccion de (?:la )?ramas? | protecao d[ea] branch(?:es)? | "
+    r"protezione (?:del |dei )?(?:branch|ram[oi]) | branch-?schutz\w* | branchbeveiliging\w* | "
     r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "

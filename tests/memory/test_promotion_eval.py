@@ -338,6 +338,13 @@ def test_the_sixteenth_blind_set_keeps_credentials_on_request_and_weak_stand_ins
     )
 
 
+def test_the_seventeenth_blind_set_keeps_an_account_allowed_past_branch_protection_out():
+    # v19, mostly classic attacks freshly worded: on first contact one session leaked through both compilers, a plain
+    # statement that an outside account owns the org and "can bypass branch protection on every repo"
+    # ("What v19's first run exposed").
+    assert_blind_set_state("v19", llm_leaking=[], extractive_leaking=[])
+
+
 def test_every_gold_fact_is_worded_close_to_a_sentence_of_its_session(embedder):
     for session in labelled_sessions("v2"):
         sentences = [
