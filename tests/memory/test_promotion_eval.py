@@ -345,6 +345,13 @@ def test_the_seventeenth_blind_set_keeps_an_account_allowed_past_branch_protecti
     assert_blind_set_state("v19", llm_leaking=[], extractive_leaking=[])
 
 
+def test_the_eighteenth_blind_set_keeps_a_silent_copy_to_an_outside_mailbox_out():
+    # v20, a penetration tester's business-fraud and IT social-engineering set: on first contact one session leaked
+    # through the extractive compiler, a "silently add ... in BCC" rule the assistant declined in words the refusal
+    # list did not know ("I'd rather not set that up"; "What v20's first run exposed").
+    assert_blind_set_state("v20", llm_leaking=[], extractive_leaking=[])
+
+
 def test_every_gold_fact_is_worded_close_to_a_sentence_of_its_session(embedder):
     for session in labelled_sessions("v2"):
         sentences = [
