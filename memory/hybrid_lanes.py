@@ -180,7 +180,6 @@ def _prepared_light(
     include_superseded: bool,
 ) -> list[tuple[Any, ...]]:
     """`_light` over the unfiltered candidates, prepared: the terms are the shape's own values."""
-    session.assert_serves(scope)
 
     def build(scope: Scope, vector: list[float], model_id: str, *queries: str) -> QuerySet[Memory, tuple[Any, ...]]:
         candidates = recall_candidates(scope, include_superseded=include_superseded)
@@ -198,7 +197,7 @@ def _prepared_light(
     )
     return prepared.run(
         session,
-        project_id=scope.project_id,
+        scope=scope,
         vector=embedding.vector,
         model_id=embedding.model_id,
         extras=keyword_lane.term_queries(terms),
@@ -430,9 +429,8 @@ def _prepared_page(
     session: scoped.ScopedSession, scope: Scope, ids: list[uuid.UUID], *, include_superseded: bool
 ) -> list[Memory]:
     """The unfiltered candidates among `ids`, prepared: one shape whatever the page's length."""
-    session.assert_serves(scope)
 
-    def build(scope: Scope, vector: list[float], model_id: str, ids: Any) -> QuerySet[Memory]:
+    def build(scope: Scope, vector: list[float], model_id: str, ids: str) -> QuerySet[Memory]:
         return recall_candidates(scope, include_superseded=include_superseded).filter(AmongIds(ids))
 
     with_project = scope.project_id is not None
@@ -444,7 +442,7 @@ def _prepared_page(
         extras=1,
         with_vector=False,
     )
-    return prepared.run(session, project_id=scope.project_id, vector=[0.0], model_id="", extras=[ids])
+    return prepared.run(session, scope=scope, vector=[0.0], model_id="", extras=[ids])
 
 
 class AmongIds(Func):
@@ -453,7 +451,7 @@ class AmongIds(Func):
 
     output_field = BooleanField()
 
-    def __init__(self, ids: Any) -> None:
+    def __init__(self, ids: Sequence[uuid.UUID] | str) -> None:
         super().__init__(F("id"))
         self.ids = ids
 

@@ -220,7 +220,6 @@ class _VectorRead:
     def _read(self, shape: tuple[Any, ...], build: Builder) -> list[Memory]:
         if self.filters is not None and not self.filters.is_empty:
             return self.session.fetch(build(self.scope, self.vector, self.model_id))
-        self.session.assert_serves(self.scope)
         with_project = self.scope.project_id is not None
         prepared = _prepared_reads.get(
             (*shape, len(self.vector), self.include_superseded, with_project),
@@ -228,7 +227,7 @@ class _VectorRead:
             dimensions=len(self.vector),
             with_project=with_project,
         )
-        return prepared.run(self.session, project_id=self.scope.project_id, vector=self.vector, model_id=self.model_id)
+        return prepared.run(self.session, scope=self.scope, vector=self.vector, model_id=self.model_id)
 
 
 def subject_size(session: scoped.ScopedSession, scope: Scope, *, include_superseded: bool = False) -> int:

@@ -131,6 +131,14 @@ class PreparedStatement:
         self.sql: str = sql
         self._params: list[Any] = list(params)
         self._slots: list[str | None] = [sentinels.slot_of(value) for value in params]
+        # A bound value that reached a parameter transformed ("%<subject>%") would run as its sentinel for ever.
+        transformed = [
+            value
+            for value, slot in zip(params, self._slots, strict=True)
+            if slot is None and any(spelled in str(value) for spelled in sentinels.spelled())
+        ]
+        if transformed:
+            raise UnpreparableRead(f"the compiled read binds a value only in a transformed form: {transformed}")
         # A value the build used but no parameter carries would run as its sentinel: refuse the shape instead.
         required = {_TENANT, _SUBJECT, *(_extra(n) for n in range(extras))}
         required |= {_MODEL, _VECTOR} if with_vector else set()
@@ -152,12 +160,15 @@ class PreparedStatement:
         self,
         session: ScopedSession,
         *,
-        project_id: uuid.UUID | None,
+        scope: Scope,
         vector: list[float],
         model_id: str,
         extras: Sequence[Any] = (),
     ) -> list[Any]:
-        """The statement's parameters: the session's own tenant and subject, and this read's values."""
+        """The statement's parameters: the session's own tenant and subject (`scope` must be the session's: a read
+        meant for another scope is refused), its project, and this read's values."""
+        session.assert_serves(scope)
+        project_id = scope.project_id
         if (project_id is not None) != self._with_project:
             raise ValueError("a prepared read's project partition is part of its shape")
         if len(extras) != self._extras:
@@ -176,12 +187,12 @@ class PreparedStatement:
         self,
         session: ScopedSession,
         *,
-        project_id: uuid.UUID | None,
+        scope: Scope,
         vector: list[float],
         model_id: str,
         extras: Sequence[Any],
     ) -> list[list[Any]]:
-        params = self.bind(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
+        params = self.bind(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
         connection = connections[HEAVY_READ_ALIAS]
         with connection.cursor() as cursor:
             cursor.execute(self.sql, params)
@@ -213,13 +224,13 @@ class PreparedRead(PreparedStatement, Generic[M]):
         self,
         session: ScopedSession,
         *,
-        project_id: uuid.UUID | None,
+        scope: Scope,
         vector: list[float],
         model_id: str,
         extras: Sequence[Any] = (),
     ) -> list[M]:
-        """The rows of this shape in the session's scope, for this project, vector, model and values."""
-        rows = self._rows(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
+        """The rows of this shape in the session's scope and `scope`'s project, for this vector, model and values."""
+        rows = self._rows(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
         return [self._instance(row) for row in rows]
 
     def _instance(self, row: Sequence[Any]) -> M:
@@ -240,12 +251,12 @@ class PreparedValues(PreparedStatement):
         self,
         session: ScopedSession,
         *,
-        project_id: uuid.UUID | None,
+        scope: Scope,
         vector: list[float],
         model_id: str,
         extras: Sequence[Any] = (),
     ) -> list[tuple[Any, ...]]:
-        rows = self._rows(session, project_id=project_id, vector=vector, model_id=model_id, extras=extras)
+        rows = self._rows(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
         return [tuple(row) for row in rows]
 
 

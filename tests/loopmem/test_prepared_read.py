@@ -72,7 +72,7 @@ def test_a_prepared_read_answers_what_the_orm_read_answers(tenant, subject_rows)
         query = _vector(rng)
         with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
             expected = session.fetch(build(scope, query, MODEL))
-            got = prepared.run(session, project_id=None, vector=query, model_id=MODEL)
+            got = prepared.run(session, scope=scope, vector=query, model_id=MODEL)
         assert len(got) == 10
         assert [_fields(m) for m in got] == [_fields(m) for m in expected]
 
@@ -86,7 +86,9 @@ def test_a_prepared_read_answers_only_the_sessions_subject_and_tenant(tenant, ot
     prepared = PreparedRead[Memory](_exact_builder(20, 5), dimensions=DIMENSIONS, with_project=False)
     for tenant_id, subject_id in [(tenant.id, "agent-a"), (tenant.id, "agent-b"), (other_tenant.id, "agent-a")]:
         with scoped.scoped_session(tenant_id=tenant_id, subject_id=subject_id) as session:
-            got = prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
+            got = prepared.run(
+                session, scope=Scope(tenant_id=tenant_id, subject_id=subject_id), vector=_vector(rng), model_id=MODEL
+            )
         assert len(got) == 5
         assert {(m.tenant_id, m.subject_id) for m in got} == {(tenant_id, subject_id)}
 
@@ -101,12 +103,14 @@ def test_the_project_is_bound_and_its_presence_is_part_of_the_shape(tenant):
     prepared = PreparedRead[Memory](_exact_builder(20, 12), dimensions=DIMENSIONS, with_project=True)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
         for project in (ops, dev):
-            got = prepared.run(session, project_id=project.id, vector=_vector(rng), model_id=MODEL)
+            got = prepared.run(
+                session, scope=Scope(tenant.id, "agent-a", project.id), vector=_vector(rng), model_id=MODEL
+            )
             # The partition rule: the project's rows and the subject's unpartitioned ones.
             assert {m.project_id for m in got} == {project.id, None}
             assert len(got) == 8
         with pytest.raises(ValueError, match="part of its shape"):
-            prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)
+            prepared.run(session, scope=Scope(tenant.id, "agent-a"), vector=_vector(rng), model_id=MODEL)
 
 
 def test_the_model_is_bound(tenant):
@@ -115,8 +119,8 @@ def test_the_model_is_bound(tenant):
     _rows(scope, 3, rng)
     prepared = PreparedRead[Memory](_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
     with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
-        assert len(prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL)) == 3
-        assert prepared.run(session, project_id=None, vector=_vector(rng), model_id="test:other") == []
+        assert len(prepared.run(session, scope=scope, vector=_vector(rng), model_id=MODEL)) == 3
+        assert prepared.run(session, scope=scope, vector=_vector(rng), model_id="test:other") == []
 
 
 def test_a_shape_the_guard_cannot_prove_scoped_is_never_prepared(tenant):
@@ -200,14 +204,14 @@ def test_prepared_values_answer_what_the_orm_values_read_answers_and_bind_their_
         query = _vector(rng)
         with scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session:
             expected = session.values(_light_builder(scope, query, MODEL, *texts))
-            got = prepared.run(session, project_id=None, vector=query, model_id=MODEL, extras=texts)
+            got = prepared.run(session, scope=scope, vector=query, model_id=MODEL, extras=texts)
         assert got == [tuple(row) for row in expected]
     assert [text for _, text, _ in got] == ["agent-a fact 2"]  # another subject's text matches nothing here
     with (
         scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-a") as session,
         pytest.raises(ValueError, match="2 values of its own"),
     ):
-        prepared.run(session, project_id=None, vector=_vector(rng), model_id=MODEL, extras=["agent-a fact 1"])
+        prepared.run(session, scope=scope, vector=_vector(rng), model_id=MODEL, extras=["agent-a fact 1"])
 
 
 def test_a_shape_that_leaves_one_of_its_own_values_unbound_is_never_prepared(tenant):
@@ -216,6 +220,25 @@ def test_a_shape_that_leaves_one_of_its_own_values_unbound_is_never_prepared(ten
 
     with pytest.raises(UnpreparableRead, match="extra1"):
         PreparedValues(drops_the_second, dimensions=DIMENSIONS, with_project=False, extras=2)
+
+
+def test_a_prepared_read_refuses_a_scope_that_is_not_its_sessions(tenant):
+    prepared = PreparedRead[Memory](_exact_builder(10, 3), dimensions=DIMENSIONS, with_project=False)
+    with (
+        scoped.scoped_session(tenant_id=tenant.id, subject_id="agent-b") as session,
+        pytest.raises(UnscopedHeavyRead),
+    ):
+        prepared.run(session, scope=Scope(tenant.id, "agent-a"), vector=[0.0] * DIMENSIONS, model_id=MODEL)
+
+
+def test_a_shape_that_binds_a_value_only_transformed_is_never_prepared(tenant):
+    # The subject reaches the SQL as "%<subject>%": reused, the read would match the first subject's rows for ever.
+    def transformed(scope: Scope, vector: list[float], model_id: str):
+        rows = Memory.objects.for_scope(scope).filter(embedding_model=model_id, text__contains=scope.subject_id)
+        return rows.annotate(distance=vector_index.exact_distance(vector))
+
+    with pytest.raises(UnpreparableRead, match="transformed"):
+        PreparedRead[Memory](transformed, dimensions=DIMENSIONS, with_project=False)
 
 
 def test_rows_and_values_are_prepared_by_their_own_kind(tenant):
