@@ -56,6 +56,7 @@ _TOKEN = re.compile(r"[\w$]+")  # tokens first, then a look at each: a pattern t
 # Four or more single letters, each followed by one to three separators: "s y s t e m", "S.Y.S.T.E.M".
 _SPACED = re.compile(r"(?<![^\W\d_])(?:[^\W\d_][ .\-_*·|/~]{1,3}){3,}[^\W\d_](?![^\W\d_])")
 _SEPARATORS = re.compile(r"[ .\-_*·|/~]")
+_WORD_GAP = re.compile(r" {2,}")
 _BROKEN_WORD = re.compile(r"([^\W\d_])[ \t]*\n[ \t]*([^\W\d_])")
 
 
@@ -135,7 +136,7 @@ def _normal_form(text: str) -> Normal:
     latin = without_invisible.translate(_LOOKALIKES).translate(_BRACKETS).translate(_LETTER_FORMS)
     mixed_script = latin != without_invisible and _mixed_script(without_invisible)
     folded = "".join(c for c in unicodedata.normalize("NFD", latin) if not unicodedata.combining(c)).casefold()
-    joined = _SPACED.sub(lambda m: _SEPARATORS.sub("", m.group()), folded)
+    joined = _SPACED.sub(_join_spaced, folded)
     spaced = joined != folded and any(len(_SEPARATORS.sub("", m.group())) >= 4 for m in _SPACED.finditer(folded))
     # "rEmEm\nBeR": a keyword cut by a line break is joined when joining reveals one.
     rejoined = _BROKEN_WORD.sub(r"\1\2", joined)
@@ -145,6 +146,11 @@ def _normal_form(text: str) -> Normal:
     leeted = leet != joined and _KEYWORD.search(leet) is not None and _KEYWORD.search(joined) is None
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
     return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken)
+
+
+def _join_spaced(match: re.Match[str]) -> str:
+    """Letters written one by one, joined; a gap wider than the letters' ("Y A P A Y   Z E K A") parts two words."""
+    return " ".join(_SEPARATORS.sub("", word) for word in _WORD_GAP.split(match.group()))
 
 
 def _unleet(match: re.Match[str]) -> str:
@@ -181,7 +187,10 @@ MACHINE = _any_of(
     r"ai | a\.i\. | ia | ki | llms? | assistants? | asistentes? | assistente?s? | assistenten? | agents? | "
     r"agentes? | agenten? | agenti | bots? | models? | modell? | modelo | modele | modello | language models? | "
     r"chatbots? | chatgpt | gpt | claude | copilot | compilers? | extractors? | summari[sz]ers? | "
-    r"automated systems? | automation | memory (?:system|compiler|extractor|module|engine|pipeline|store|service)"
+    r"automated systems? | automation | memory (?:system|compiler|extractor|module|engine|pipeline|store|service) | "
+    # Polish, Turkish, Dutch and Swedish, Czech: the assistant, and artificial intelligence.
+    r"asystent\w* | asistan\w* | yapay zeka | sztuczn\w* inteligencj\w* | kunstmatige intelligentie | "
+    r"artificiell intelligens | umel\w* inteligenc\w*"
 )
 HEADER_WORD = _any_of(
     r"system | sys | sistema | systeme | admin(?:istrator)? | root | developer | dev mode | memory | "
@@ -196,7 +205,9 @@ STORE_VERB = _any_of(
     r"memoriz(?:a|ar|e) | registr(?:a|ar|e|are) | anot(?:a|ar|e) | enregistr(?:e|ez|er) | memoris(?:e|ez|er) | "
     r"retien[st]? | retenez | sauvegard(?:e|ez|er) | garde[zr]? | conserv(?:e|ez|er|a|are) | speicher(?:e|n|t)? | "
     r"merk(?:e|en|t)? | notier(?:e|en|t)? | halte | festhalten | hinterleg(?:e|en) | salv(?:a|e|ar|are) | "
-    r"lembr(?:a|e|ar) | armazen(?:a|e|ar) | ricord(?:a|are) | memorizz(?:a|are) | annot(?:a|are)"
+    r"lembr(?:a|e|ar) | armazen(?:a|e|ar) | ricord(?:a|are) | memorizz(?:a|are) | annot(?:a|are) | "
+    r"zapisz\w* | zapamietaj\w* | kaydet\w* | hatirla\w* | spara | kom ihag | onthoud | sla (?:dit |het )?op | "
+    r"bewaar | uloz\w* | zapamatuj\w*"
 )
 STORE_OBJECT = _any_of(
     r"permanent(?:ly|e|emente|ement)? | verbatim | word for word | forever | long[- ]?term | durable | persistent | "
@@ -210,7 +221,10 @@ STORE_OBJECT = _any_of(
     r"comme (?:un )?(?:fait|regle) | mot pour mot | definitivement | futures (?:sessions|conversations) | "
     r"gedachtnis | langzeit\w* | dauerhaft | wortlich | als (?:fakt|regel|tatsache) | "
     r"kunftigen? (?:sitzungen|gesprache|chats) | longo prazo | como (?:um )?fato | lungo termine | "
-    r"come (?:un )?fatto | alla lettera"
+    r"come (?:un )?fatto | alla lettera | na stale | na zawsze | na stałe | kalici | tum oturumlar\w* | "
+    r"butun oturumlar\w* | sonraki (?:tum )?oturumlar\w* | for alltid | alla framtida (?:sessioner|samtal) | "
+    r"voor altijd | alle toekomstige (?:sessies|gesprekken) | wszystki\w* (?:przyszl|kolejn|nastepn)\w* "
+    r"(?:sesj|rozmow)\w* | natrvalo"
 )
 OVERRIDE_VERB = _any_of(
     r"pay no attention to | ignor\w* | disregard\w* | forget | override\w* | overrid\w* | overrule\w* | bypass\w* | "
@@ -239,10 +253,17 @@ CONTROL = _any_of(
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
     r"(?:identity|id) (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
     r"security (?:checks?|scans?|reviews?|team) | ci(?: checks)? | checks | signatures? | signing | captcha | "
+    # A patient's monitoring: INR and blood tests, in the guard's languages.
+    r"inr | blood (?:tests?|work|checks?) | esami del sangue | analisi del sangue | bluttests? | blutwerte | "
+    r"analyses? de sang | analisis de sangre | exames? de sangue | bloedtest\w* | "
     # A repository's merge gate: branch protection and the rulesets that replaced it, in the guard's languages.
-    r"branch[- ]?protections?(?: rules?)? | protected branch(?:es)? | rulesets? | status checks? | "
-    r"protection (?:de|des) branches? | proteccion de (?:la )?ramas? | protecao d[ea] branch(?:es)? | "
-    r"protezione (?:del |dei )?(?:branch|ram[oi]) | branch-?schutz\w* | branchbeveiliging\w* | "
+    r"branch[- ]?protections?(?: rules?)? | protected branch(?:es)? | "
+    r"(?:repo(?:sitory)?|branch|github|org) rulesets? | "
+    r"required status checks | "
+    r"protection (?:de |des |de la |du )?branches? | branches protegees | "
+    r"protec(?:cion|ao) (?:de |de la |de las |do |dos |da )?(?:ramas?|ramos?|branch(?:es)?) | ramas protegidas | "
+    r"protezione (?:del |dei |della )?(?:branch|ram[oi]) | branch protett\w* | branch-?schutz\w* | "
+    r"geschutzte branch(?:es)? | branchbeveiliging\w* | beveiligde branches | "
     r"fraud (?:checks?|screening) | encryption | firewall | four[- ]eyes | second (?:approver|person|pair of eyes) | "
     r"dual control | (?:manager|supervisor) approval | revision(?:es)? | aprobacion(?:es)? | verificacion | "
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
@@ -275,7 +296,9 @@ RELAX = _any_of(
     r"karenzzeit\w* | kulanzzeit\w* | nachfrist\w* | "
     r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
     r"silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
-    r"disabl(?:e|ed|es|ing) | turn(?:ed)? off | "
+    r"(?<!pushes are )(?<!push is )(?<!deletions are )(?<!deletion is )"
+    r"disabl(?:e|ed|es|ing)(?! (?:force[- ]?push\w*|deletions?|direct push\w*)) | "
+    r"turn(?:ed)? off(?! (?:force[- ]?push\w*|deletions?|direct push\w*)) | "
     r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
     r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
@@ -414,6 +437,8 @@ PAYEE_DETAILS = _any_of(
     r"coordonnees bancaires | bankkonto | "
     r"cuenta bancaria | conta bancaria | conto corrente | rekeningnummer | rekening | kontonr | rachun\w* | "
     r"numer konta | konto bankowe | "
+    # An IBAN itself: country, check digits, then groups ("FR76 1820 6004 1965 0213 8874 512").
+    r"[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){3,7}(?: ?[a-z0-9]{1,3})? | "
     rf"(?:paid|pay|payments?|pagar|paga|pago|pague|payer|payez|paye|zahlen|bezahlen|bezahlt|pagare|betalen|betaald)"
     rf" (?:\w+ )?(?:on|at|via|through|to|into|por|par|sur|per|su|an|auf|op|naar|em|no|na) {ADDRESS}"
 )
@@ -562,13 +587,20 @@ REFERENCE_CLAIM = _any_of(
     r"official | authoritative | source of truth | binding | supersed\w* | pre-?approved | approved | "
     r"link (?:this|the|it) | linked | applies | oficial | officiel\w* | offiziell\w* | ufficial\w*"
 )
+_REFUSED_VERB = (
+    r"(?:save|store|remember|record|follow|act on|comply|apply|treat|add|change|disable|bypass|skip|forward|grant|"
+    r"accept|execute|obey|honou?r|set (?:\w+ )?up|keep|note|link|use|copy|cc|bcc|send)"
+)
 REFUSAL = _any_of(
-    # "i'm" and "i'd" are one token: their forms follow the "i" with no space.
-    r"i(?: (?:can't|cannot|can not|won't|will not|am not able to|am unable to|am not going to|shouldn't|"
-    r"should not|must not|would rather not|would prefer not to)|'m not able to|'m unable to|'m not going to|"
-    r"'d rather not|'d prefer not to) (?:\w+ ){0,2}(?:save|store|remember|record|"
-    r"follow|act on|comply|apply|treat|add|change|disable|bypass|skip|forward|grant|accept|execute|obey|honou?r|"
-    r"set (?:\w+ )?up|keep|note|link|use) | "
+    r"i (?:can't|cannot|can not|won't|will not|shouldn't|should not|must not) (?:\w+ ){0,2}" + _REFUSED_VERB + " | "
+    # The softer forms ("i'm" and "i'd" are one token) also say what the speaker will not do in their own work
+    # ("I'm not going to change the public API"): they refuse only what they point back at.
+    r"i(?: (?:am not able to|am unable to|am not going to|would rather not|would prefer not to)|'m not able to|"
+    r"'m unable to|'m not going to|'d rather not|'d prefer not to) (?:\w+ ){0,2}"
+    + _REFUSED_VERB
+    + r"(?: (?:that|this|it|those|these|them)\b"
+    r"| (?:\w+ )?(?:as an? |to (?:your |my )?memory|permanently|for (?:all )?future))"
+    " | "
     r"i(?:'ve| have)? (?:ignored|disregarded|skipped|left out|not followed|set aside) | prompt injection | "
     r"(?:embedded|hidden|injected) (?:instructions?|commands?|directives?) | "
     r"instructions? (?:embedded|hidden|inside|in the (?:page|document|email|file|text|output|result)) | "
@@ -606,8 +638,35 @@ HAND_OVER = _any_of(
     r"geben | gebe | nennen | nenne | diktier\w* | passe | passer | comunic\w* | forneco | fornecer"
 )
 _GIVEN_SECRET = (
-    r"(?:passwords?|password hints?|(?:2fa|mfa|otp|sms|one-time|verification|security) codes?|pins?|credentials|"
-    r"account details|login details|zugangsdaten|passwort\w*|mots? de passe|contrasenas?|senhas?)"
+    r"(?:passwords?|password hints?|(?:2fa|mfa|otp|sms|one-time|verification|security|bank) codes?|pins?|credentials|"
+    r"account details|login details|zugangsdaten|passwort\w*|mots? de passe|contrasenas?|senhas?|"
+    # One-time codes in the other languages: Swedish, Polish (BLIK), German, Dutch, French, Spanish, Italian,
+    # Portuguese.
+    r"engangskod\w*|kod\w* (?:blik|sms|jednorazow\w*)|blik|einmalcode\w*|tan-?codes?|eenmalige codes?|sms-codes?|"
+    r"codes? (?:sms|de verification|de securite)|codigos? (?:sms|de verificacion|de seguridad|de verificacao)|"
+    r"codic[ie] (?:sms|otp|di verifica))"
+)
+# Someone close to the speaker, whom an attacker plays: "my nephew", "kuzyn Dawid", "min systerson".
+_RELATIVE = (
+    r"(?:nephew|niece|cousin|brother|sister|son|daughter|uncle|aunt|grand(?:son|daughter)|friend|neighbou?r|"
+    r"brother-in-law|sister-in-law|systerson|brorson|systerdotter|brorsdotter|kusin|bror|syster|dotter|van|"
+    r"kuzyn\w*|siostrzen\w*|bratan\w*|brat|siostra|syn|corka|przyjaciel\w*|sasiad\w*|neffe|nichte|vetter|"
+    r"cousine|bruder|schwester|sohn|tochter|freund\w*|nachbar\w*|neveu|niece|frere|soeur|fils|fille|ami\w*|"
+    r"voisin\w*|sobrin[oa]|prim[oa]|herman[oa]|hij[oa]|amig[oa]|vecin[oa]|nipote|cugin[oa]|fratello|sorella|"
+    r"figli[oa]|amic[oa]|vicin[oa]|sobrinh[oa]|irma[o]?|filh[oa]|vizinh[oa]|neef|nicht|broer|zus|zoon|dochter|"
+    r"vriend\w*|buurm\w*|yegen\w*|kuzen\w*)"
+)
+# Allowed to have what is given: "may also receive", "far ocksa ta emot", "upowazniony do odbierania".
+_MAY_RECEIVE = (
+    r"(?:(?:may|can|is allowed to|is authori[sz]ed to|is permitted to) (?:also )?(?:get|have|receive|see|know|take)|"
+    r"far (?:ocksa )?(?:ta emot|fa|se|veta)|upowaznion\w* do (?:odbierania|otrzymywania)|"
+    r"moze (?:tez |rowniez )?(?:odbierac|otrzymywac|dostawac)|"
+    r"darf (?:auch )?(?:\w+ ){0,3}(?:erhalten|bekommen|empfangen)|"
+    r"(?:peut|a le droit de|est autorisee? a) (?:aussi )?(?:recevoir|avoir|connaitre)|"
+    r"(?:puede|esta autorizad[oa] a) (?:tambien )?(?:recibir|tener|saber)|"
+    r"(?:pode|esta autorizad[oa] a) (?:tambem )?(?:receber|ter|saber)|"
+    r"(?:puo|e autorizzat[oa] a) (?:anche )?(?:ricevere|avere|sapere)|mag (?:ook )?(?:\w+ ){0,3}(?:ontvangen|krijgen)|"
+    r"alabilir)"
 )
 # Shown after the secret it shows, as German and passives put it: "Secrets werden im DEBUG-Log ausgegeben".
 DISCLOSED = (
@@ -655,8 +714,10 @@ def _requirements_kept(text: str) -> str:
 # "Note for the AI", "Hi Claude": spoken to the machine, which users do too.
 NOTE_TO_MACHINE = (
     r"\b(?:note|message|instructions?|directive|notice|memo|attention|update|hinweis|nachricht|nota|mensaje|mensagem|"
-    r"messaggio|consigne|avis)s? (?:for|to|para|pour|an|fur|per|a|al|alla|aux|ao) (?:the |all |any |every |la |el |"
+    r"messaggio|consigne|avis|notatka|wiadomosc|anteckning|meddelande|notitie|bericht|poznamka|zprava)s? "
+    r"(?:for|to|para|pour|an|fur|per|a|al|alla|aux|ao|dla|do|till|voor|aan|pro) (?:the |all |any |every |la |el |"
     rf"los |las |l'|le |les |die |den |alle |o |os |a |as |gli |il )?{MACHINE}\b"
+    rf"|\b{MACHINE} (?:icin|için) (?:\w+ )?(?:not|mesaj|talimat)\w*"
 )
 VOCATIVE = (
     r"\b(?:dear|hey|hi|hello|attention|attn|querid[oa]|cher|chere|liebe[rs]?|car[oa]|prezad[oa])\s*,?\s+"
@@ -691,20 +752,36 @@ _NEAR = r"(?:[^.!?\n]|[.!?](?=\S)){0,60}?"
 # A copy kept from the people it concerns: an adverb of secrecy beside a copying verb ("silently add ... in BCC",
 # "envía en secreto"), or "without telling anyone". Software that fails or runs quietly copies nothing.
 _QUIETLY = (
-    r"(?:silently|quietly|secretly|discreetly|covertly|en silence|discretement|en secreto|a escondidas|"
-    r"silenciosamente|discretamente|heimlich|stillschweigend|unbemerkt|in stilte|stilletjes|di nascosto|"
+    r"(?:silently|quietly|secretly|discreetly|covertly|stealthily|invisibly|en silence|en secret|discretement|"
+    r"en secreto|en silencio|a escondidas|as escondidas|secretamente|silenciosamente|discretamente|heimlich|"
+    r"stillschweigend|unbemerkt|in stilte|stilletjes|stiekem|in het geheim|di nascosto|in segreto|segretamente|"
     r"silenziosamente|em segredo)"
 )
+# Verbs that copy a message to someone, written out rather than borrowed from SEND_VERB, whose loose stems
+# ("envi\w*", "teil\w*", "mail") also read "environments", "teilweise" and "our mail is ...".
 _COPY_VERB = (
-    rf"(?:{SEND_VERB}|add(?:s|ed|ing)?|includ\w*|put|copie[ds]?|copying|anad\w*|ajout\w*|hinzufug\w*|"
-    r"aggiung\w*|adicion\w*|inclu\w*)"
+    r"(?:forward(?:s|ed|ing)?|send(?:s|ing)?|sent|cc|bcc|cc'd|bcc'd|copy|copies|copied|add(?:s|ed|ing)?|"
+    r"includ(?:e|es|ed|ing)|put|reenvi(?:a|e|o|ar|an)\w*|envi(?:a|e|o|ar|an)|envoie[sz]?|envoy\w*|agreg\w*|"
+    r"anad\w*|ajout\w*|weiterleit\w*|schick\w*|sende|hinzufug\w*|inoltr\w*|invi(?:a|o|are|ato)|aggiung\w*|"
+    r"encaminh\w*|mand(?:a|e|ar)|copi(?:a|e|ar)|adicion\w*|inclu(?:ir|i|a)|doorsturen|stuur\w*|skicka\w*|"
+    r"vidarebefordra\w*)"
 )
 _UNTOLD = (
     r"(?:without (?:telling|mentioning|notifying|informing) (?:anyone|anybody|them|him|her|the \w+)|"
-    r"(?:don't|do not|never) (?:mention|show|disclose) (?:it|this|that|them)|sin avisar|sem avisar|"
-    r"sans (?:le )?(?:dire|prevenir)|ohne (?:es )?(?:zu sagen|zu erwahnen|bescheid zu geben)|senza dirlo)"
+    r"(?:don't|do not|never) mention (?:it|this|that|them)|sans (?:le )?(?:leur )?dire|"
+    r"ohne (?:es )?(?:jemandem )?(?:zu sagen|zu erwahnen|bescheid zu geben)|senza dirlo)"
 )
-_CONCEALED = rf"(?:\b{_QUIETLY}\s+(?:\w+\s+)?{_COPY_VERB}\b|\b{_COPY_VERB}\s+(?:\w+\s+)?{_QUIETLY}\b|\b{_UNTOLD}\b)"
+_NOT_BE = r"(?!(?:is|are|was|were|be|been|gets?|got)\b)"
+_CONCEALED = (
+    rf"(?:\b{_QUIETLY},?\s+(?:\w+\s+)?{_COPY_VERB}\b|\b{_COPY_VERB}\s+(?:{_NOT_BE}\w+\s+){{0,2}}{_QUIETLY}\b"
+    rf"|\b{_UNTOLD}\b)"
+)
+# Where the copy goes: a mailbox, or any address after a word that names a recipient ("to", "in BCC", "an").
+_RECIPIENT = (
+    r"(?:(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.-]+|\b(?:to|into|bcc|cc|an|a|para|pour|naar|till|do|per|al|au)\s+"
+    + ADDRESS
+    + ")"
+)
 
 
 def _word(word_class: str) -> str:
@@ -829,6 +906,11 @@ _DIGIT_WORD = (
     r"quatro|sete|oito|nove|due|tre|quattro|cinque|sei|sette|otto)"
 )
 # Digits in groups of spaces or hyphens (an IBAN, a sort code, a phone), not a date's or a version's dots.
+# A bank's line that a customer calls or hears from: its fraud team, its security line, what confirms a payment.
+_BANK_LINE = (
+    r"(?:bank\w*|banco|banque|bankens?|banku|banca)(?:'s)?(?: \w+){0,3} (?:fraud|security|verification|"
+    r"confirm\w*|text\w*|sms|hotline|helpline|phone line|betrug\w*|fraude|frode|oszust\w*|bedrageri)\w*"
+)
 _DESTINATION = re.compile(
     rf"(?<![\d.])\d(?:[ -]{{0,2}}\d){{4,}}|{ADDRESS}|\b{_DIGIT_WORD}(?:[\s,-]+{_DIGIT_WORD}){{3,}}\b", _FLAGS
 )
@@ -935,7 +1017,8 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             r"vorab genehmigt|pre-?aprovad\w*|pre-?approvat\w*|auto-?(?:acknowledg|resolv|clos|dismiss|silenc)\w*)"
             r"|\bneeds? no (?:\w+ ){0,2}(?:review|approval|sign-off|check|verification|confirmation)s?\b"
             r"|0\.0\.0\.0/0|::/0|\bpublic[- ]read\b|\bworld[- ]readable\b|\bchmod 777\b|\banonymous access\b"
-            r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live|payment|paid)\b"
+            r"|\b(?:straight|directly|right)\s+(?:in)?to\s+(?:prod(?:uction)?|main|master|release|live|payment|paid|"
+            r"protected branch\w*)\b"
             r"|\ballow(?:s|ed|ing)?\s+(?:'\*'|\"\*\"|\*|all origins|any origin|everything|all hosts)"
             r"|\ballow\w*[^.!?\n]{0,30}unsafe-(?:inline|eval)"
             r"|\b(?:with )?no (?:\w+ )?(?:confirmation|approval|verification|check|review|sign-off|2fa|mfa)s?"
@@ -970,12 +1053,13 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
         1.0,
         re.compile(_either_order(_word(MONEY), _word(MONEY_LOOSE)), _FLAGS),
     ),
-    # A copy to an address kept from the people it concerns: "silently add x@mail.com in BCC", "forward them to
-    # x@mail.com quietly". Secrecy is what an exfiltration needs and an honest rule does not.
+    # A copy to a recipient kept from the people it concerns: "silently add x@mail.com in BCC", "forward the
+    # statements to m.k@proton.me without telling anyone". Secrecy is what an exfiltration needs and an honest
+    # rule does not; software that fails or runs quietly, or a copy made quietly to no recipient, is not that.
     "conceals_copy": (
         1.0,
         re.compile(
-            rf"{_CONCEALED}{_NEAR}{ADDRESS}|{ADDRESS}{_NEAR}{_CONCEALED}",
+            rf"{_CONCEALED}{_NEAR}{_RECIPIENT}|{_RECIPIENT}{_NEAR}{_CONCEALED}",
             _FLAGS,
         ),
     ),
@@ -986,7 +1070,11 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}"
             rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b"
             # To any address at all: "exports are sent to whatever email address the requester gives".
-            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\bto (?:whatever|any|whichever) (?:other )?e-?mail address",
+            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\b"
+            r"(?:to (?:whatever|any|whichever) (?:other )?e-?mail(?: address)?|"
+            r"a cualquier (?:correo|e-?mail|direccion)|a n'importe quelle (?:adresse|e-?mail)|"
+            r"an (?:eine )?beliebige (?:e-?mail|adresse)|a qualsiasi (?:indirizzo|e-?mail)|"
+            r"para qualquer (?:e-?mail|endereco)|naar (?:elk|een willekeurig) e-?mail\w*)\b",
             _FLAGS,
         ),
     ),
@@ -1020,6 +1108,17 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
     "changes_payee": (
         1.0,
         _PayeeChange(re.compile(_either_order(_word(PAYEE_DETAILS), _word(PAYEE_CHANGED)), _FLAGS)),
+    ),
+    # The number a bank's fraud or confirmation line is said to have now ("Halden Bank's fraud team is on 0800 047
+    # 3391 now"): the number a vishing caller wants called back, or to text from.
+    "changes_bank_line": (
+        1.0,
+        _PayeeChange(
+            re.compile(
+                rf"\b{_BANK_LINE}\b{_NEAR}\b(?:{PAYEE_CHANGED}|now)\b|\b{PAYEE_CHANGED}\b{_NEAR}\b{_BANK_LINE}\b",
+                _FLAGS,
+            )
+        ),
     ),
     # A switch that turns certificate, checksum, hook or signature verification off (`--no-verify`, `GOSUMDB=off`,
     # `NODE_TLS_REJECT_UNAUTHORIZED=0`): nobody needs it remembered as a standing fact.
@@ -1081,7 +1180,11 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b"
             # Someone allowed to have them: "my nephew is allowed to get ... the 2FA codes whenever he asks".
             rf"|\b(?:is|are) allowed to (?:get|have|receive|see|know|be given)\b{_NEAR}\b{_GIVEN_SECRET}\b"
-            rf"|\b(?:may|can) be (?:given|sent|told|shown)\b{_NEAR}\b{_GIVEN_SECRET}\b",
+            rf"|\b(?:may|can) be (?:given|sent|told|shown)\b{_NEAR}\b{_GIVEN_SECRET}\b"
+            # Someone close may receive them: "my nephew Viktor may also receive my one-time codes from the bank".
+            rf"|\b{_RELATIVE}\b{_NEAR}\b{_MAY_RECEIVE}\b{_NEAR}\b{_GIVEN_SECRET}\b"
+            # ... with the verb at the end, as German and Dutch put it: "mein Neffe darf die TAN-Codes erhalten".
+            rf"|\b{_RELATIVE}\b{_NEAR}\b(?:darf|durfen|mag|mogen)\b{_NEAR}\b{_GIVEN_SECRET}\b",
             _FLAGS,
         ),
     ),
