@@ -47,6 +47,7 @@ from memory.promotion.guard_text import (
     POINTS_FORWARD,
     identifier_form,
     look_alike_skeleton,
+    messages_pointed_ahead,
     normal_form,
     refuses,
     signals,
@@ -549,8 +550,14 @@ def assess(turns: Sequence[TurnLike]) -> SessionGuard:
     for index, rule in list(guard.tainted.items()):
         normal = normal_form(turns[index].content).text
         for pointer, step in ((POINTS_FORWARD, 1), (POINTS_BACK, -1)):
-            pointed = _neighbour(turns, index, step=step) if pointer.search(normal) else None
-            if pointed is not None:
+            # "My next two messages": as many of the speaker's turns ahead as the pointer counts.
+            reach = messages_pointed_ahead(normal) if step == 1 else int(pointer.search(normal) is not None)
+            pointed = index
+            for _ in range(reach):
+                found = _neighbour(turns, pointed, step=step)
+                if found is None:
+                    break
+                pointed = found
                 guard.tainted.setdefault(pointed, rule)
                 # A speaker's own message split in two; not a page's "see below", pasted or from a tool.
                 own = speaker_text(turns[index].content) if turns[index].role in SPEAKERS else ""

@@ -213,7 +213,11 @@ STORE_OBJECT = _any_of(
     r"permanent(?:ly|e|emente|ement)? | verbatim | word for word | forever | long[- ]?term | durable | persistent | "
     r"(?:high|top|highest|maximum)[- ]priority | core memory | memory bank | knowledge base | "
     r"(?:in|into|to|in your|to your|into your) (?:long[- ]term )?(?:memory|memories|notes) | "
-    r"as (?:an? |one )?(?:new )?(?:permanent |standing |trusted |verified |durable |core )?(?:fact|rule|memory|policy|"
+    # Messages to be kept together as one rule ("als eine einzige Regel", "as a single rule").
+    r"(?:als|comme|como|come) (?:eine? (?:einzige )?|une (?:seule )?|una (?:sola |unica )?|uma (?:unica )?)?"
+    r"(?:regel|regle|regla|regra|regola) | "
+    r"as (?:an? |one |a single )?(?:new )?(?:permanent |standing |trusted |verified |durable |core )?"
+    r"(?:fact|rule|memory|policy|"
     r"instruction|truth) | "
     r"(?:all |every |any )?future (?:sessions?|conversations?|chats?|interactions?) | "
     r"every (?:session|conversation|chat) | memoria | largo plazo | como (?:un )?(?:hecho|regla|politica) | "
@@ -318,6 +322,11 @@ RELAX = _any_of(
     r"dispensad\w* | nao (?:e |sao )?(?:necessari[oa]s?|obrigatori[oa]s?) | aprovad[oa]s? automaticamente | "
     r"pre-?aprovad\w* | senza(?! eccezion) | saltare | disattiv\w* | "
     r"non (?:e |sono )?(?:necessari[oa]|obbligatori[oa]) | "
+    # A check that is to be done no more: "l'INR non va misurato", "should not be checked", "nicht mehr gemessen".
+    r"non (?:va|vanno|deve|devono) (?:piu )?(?:essere )?(?:misurat|controllat|verificat|monitorat)\w* | "
+    r"(?:should|must|need) not be (?:measured|checked|tested|monitored) | "
+    r"no longer (?:be )?(?:measured|checked|tested|monitored) | "
+    r"(?:nicht|nie) mehr (?:gemessen|gepruft|kontrolliert|uberwacht) | "
     r"facoltativ\w* | approvat[oie] automaticamente | pre-?approvat\w* | "
     # A requirement said to be gone, verb first: "non richiedono più", "ya no necesitan", "n'ont plus besoin".
     r"non (?:richied\w*|serv\w*|occorr\w*) | (?:ya )?no (?:necesit\w*|requier\w*|hace falta) | "
@@ -392,8 +401,19 @@ ACCESS_GRANT = _any_of(
     r"accord\w* | donn\w* | gewahr\w* | conceder | concedi"
 )
 # Another message, after or before this one, in six languages.
+# How many messages a pointer counts ahead, in the guard's languages.
+_COUNTS = {
+    **dict.fromkeys(("2", "two", "zwei", "deux", "dos", "duas", "due"), 2),
+    **dict.fromkeys(("3", "three", "drei", "trois", "tres", "tre"), 3),
+}
+_COUNT = "(?:" + "|".join(_COUNTS) + ")"
+_COUNTED = re.compile(rf"\b{_COUNT}\b")
 POINTER_FORWARD = _any_of(
     r"(?:next|following|upcoming|coming|second) (?:message|turn|line|paragraph|note|text) | "
+    # Several, counted: "my next two messages", "die nächsten zwei Nachrichten", "les deux prochains messages".
+    rf"(?:next|following) {_COUNT} (?:messages|turns|parts) | (?:nachste|folgende)[nr]? {_COUNT} nachrichten | "
+    rf"(?:proximos|siguientes) {_COUNT} mensajes | {_COUNT} prochains messages | "
+    rf"(?:proximas|seguintes) {_COUNT} mensagens | (?:prossimi|seguenti) {_COUNT} messaggi | "
     r"what i (?:say|write|send) next | (?:the )?continuation of this | "
     r"below | (?:proximo|siguiente) mensaje | message suivant | prochain message | "
     r"(?:nachste|folgende)[nr]? nachricht | "
@@ -406,6 +426,17 @@ POINTER_BACK = _any_of(
 )
 POINTER = f"(?:{POINTER_FORWARD}|{POINTER_BACK})"
 POINTS_FORWARD = re.compile(rf"\b{POINTER_FORWARD}\b")
+
+
+def messages_pointed_ahead(normal_text: str) -> int:
+    """How many of the speaker's next messages a forward pointer takes in (one unless it counts them)."""
+    found = POINTS_FORWARD.search(normal_text)
+    if found is None:
+        return 0
+    counted = _COUNTED.search(found.group())
+    return _COUNTS[counted.group()] if counted else 1
+
+
 POINTS_BACK = re.compile(rf"\b{POINTER_BACK}\b")
 # "X becomes admin", "contractors from x.io have admin": rights held by someone named by an address.
 BECOMES = _any_of(
