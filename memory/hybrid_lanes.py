@@ -7,6 +7,7 @@ page a recall returns. Three shapes of read, chosen by the subject's size (`memo
 - Up to SMALL_SET rows (a typical subject), one read brings every candidate in light form: its id, session, its
   predecessor in the session, cosine distance, which query terms it holds and (for a query that names days) its
   closeness to them. Term weights, the lanes' rankings and the session context are computed from that, in memory.
+  Without a filter or a named day, that read and the page's are prepared once per shape (`loopmem.reads.prepared`).
 - Up to LOOPMEM_RECALL_EXACT_MAX_ROWS (the quota, by default), one statement: a single scan gives every candidate
   its distance and held-terms mask, and from those the term weights and each lane's best `pool` rows
   (`_EXACT_POOL_SQL`).
