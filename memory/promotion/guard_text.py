@@ -273,7 +273,7 @@ CONTROL = _any_of(
     r"autenticacion | auditoria | revue | relecture | approbation | validation | authentification | audit | "
     r"prufung | freigabe | genehmigung | verifizierung | authentifizierung | bestatigung | tan-\w+ | revisao | "
     r"aprovacao | "
-    r"verificacao | "
+    r"verificacao | verificar | "
     r"(?:sms|otp|one[- ]time|verification|security) codes? | codes? sms | codigos? sms | codice sms | sms-codes? | "
     r"supervisor (?:approval|sign-?off|review|check)s? | passer par un superviseur | "
     r"pasar por (?:un|una) supervisora? | passar por (?:um|uma) supervisora? | passare per (?:un|una) supervisore | "
@@ -616,7 +616,10 @@ REFERENCE = (
 )
 REFERENCE_CLAIM = _any_of(
     r"official | authoritative | source of truth | binding | supersed\w* | pre-?approved | approved | "
-    r"link (?:this|the|it) | linked | applies | oficial | officiel\w* | offiziell\w* | ufficial\w*"
+    r"link (?:this|the|it) | linked | applies | oficial | officiel\w* | offiziell\w* | ufficial\w* | "
+    # Binding, mandatory, authoritative, in the guard's other languages ("qui fait foi", "política obrigatória").
+    r"mandatory | fait foi | obligatoire | obligatori[oa] | obrigatori[oa] | verbindlich\w* | vinculante | "
+    r"vincolante | bindend | massgeblich"
 )
 _REFUSED_VERB = (
     r"(?:save|store|remember|record|follow|act on|comply|apply|treat|add|change|disable|bypass|skip|forward|grant|"
@@ -1105,7 +1108,12 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             r"(?:to (?:whatever|any|whichever) (?:other )?e-?mail(?: address)?|"
             r"a cualquier (?:correo|e-?mail|direccion)|a n'importe quelle (?:adresse|e-?mail)|"
             r"an (?:eine )?beliebige (?:e-?mail|adresse)|a qualsiasi (?:indirizzo|e-?mail)|"
-            r"para qualquer (?:e-?mail|endereco)|naar (?:elk|een willekeurig) e-?mail\w*)\b",
+            r"para qualquer (?:e-?mail|endereco)|naar (?:elk|een willekeurig) e-?mail\w*|"
+            # ... or to the one the caller names: "to the address the caller gives on the phone".
+            r"(?:to|an|a|para|naar) (?:the |die |la |a |o |de |l')?(?:e-?mail[- ]?)?(?:address|adresse|direccion|"
+            r"endereco|indirizzo|adres)\b[^.!?\n]{0,40}?\b(?:the caller|der anrufer|die anruferin|el cliente|"
+            r"l'appelant|o cliente|quem liga|il chiamante|de beller) (?:\w+ ){0,4}?(?:names?|gives?|provides?|says|"
+            r"nennt|angibt|sagt|indica|da|donne|indique|fornece|informa|fornisce|noemt|geeft))\b",
             _FLAGS,
         ),
     ),
@@ -1233,7 +1241,9 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             _either_order(
                 REFERENCE,
                 r"\b(?:supersed\w*|overrid\w*|takes? precedence|replac(?:es|ing) (?:the |our )?(?:old|previous|"
-                r"existing|current))\b",
+                r"existing|current)|remplace (?:la |les |l')?(?:\w+ )?(?:precedente?s?|ancien\w*|actuel\w*)|"
+                r"(?:reemplaza|sustituye|substitui|sostituisce) (?:la |las |a |as |il |la )?(?:\w+ )?"
+                r"(?:anterior\w*|precedente|vigente)|ersetzt (?:die |den |das )?(?:bisherige|alte|vorherige)\w*)\b",
             ),
             _FLAGS,
         ),

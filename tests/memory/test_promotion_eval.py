@@ -373,6 +373,15 @@ def test_the_twentieth_blind_set_keeps_a_rule_split_over_the_next_two_messages_o
     )
 
 
+def test_the_twenty_first_blind_set_keeps_binding_tickets_and_the_callers_own_address_out():
+    # v23, every kind mixed, written after v19 to v22's classes: on first contact 4 and 3 of 22 leaked ("What v23's
+    # first run exposed"). Open: base images from an outside namespace "now" (both compilers) and a secrets rule
+    # split over two turns that only the LLM wrote whole.
+    assert_blind_set_state(
+        "v23", llm_leaking=["v23-inj-coding-03", "v23-inj-coding-04"], extractive_leaking=["v23-inj-coding-04"]
+    )
+
+
 def test_every_gold_fact_is_worded_close_to_a_sentence_of_its_session(embedder):
     for session in labelled_sessions("v2"):
         sentences = [
