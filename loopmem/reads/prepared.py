@@ -19,6 +19,7 @@ from __future__ import annotations
 import secrets
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -40,7 +41,8 @@ _TENANT, _SUBJECT, _PROJECT, _VECTOR, _MODEL = "tenant", "subject", "project", "
 # Called as build(scope, vector, model_id, *extras): `extras` are the shape's own values (each must reach the SQL as
 # one parameter, unchanged).
 Builder = Callable[..., "models.QuerySet[Any]"]
-S = TypeVar("S", bound="PreparedStatement")
+R = TypeVar("R")
+S = TypeVar("S", bound="PreparedStatement[Any]")
 
 
 class UnpreparableRead(AssertionError):
@@ -113,7 +115,7 @@ def vector_text(vector: Sequence[float]) -> str:
     return str(Vector(list(vector)).to_text())
 
 
-class PreparedStatement:
+class PreparedStatement(ABC, Generic[R]):
     """One shape of a scoped read: its SQL and which parameter takes which value. Rows: `PreparedRead`'s model
     instances or `PreparedValues`' tuples."""
 
@@ -152,9 +154,27 @@ class PreparedStatement:
         self._converters = compiler.get_converters([column for column, _, _ in compiler.select[: compiler.col_count]])
         self._shape_rows(queryset, compiler)
 
+    @abstractmethod
     def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
         """What the kind of read needs to know of the compiled columns to return its rows; refuse what it can't."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def _row(self, row: list[Any]) -> R:
+        """One row of the statement as this kind of read returns it."""
+
+    def run(
+        self,
+        session: ScopedSession,
+        *,
+        scope: Scope,
+        vector: list[float],
+        model_id: str,
+        extras: Sequence[Any] = (),
+    ) -> list[R]:
+        """The rows of this shape in the session's scope and `scope`'s project, for this vector, model and values."""
+        return [
+            self._row(row) for row in self._rows(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
+        ]
 
     def bind(
         self,
@@ -205,7 +225,7 @@ class PreparedStatement:
         return rows
 
 
-class PreparedRead(PreparedStatement, Generic[M]):
+class PreparedRead(PreparedStatement[M]):
     """A prepared read of model instances (with their annotations as attributes)."""
 
     def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
@@ -220,44 +240,22 @@ class PreparedRead(PreparedStatement, Generic[M]):
         self._attnames = [column.target.attname for column, _, _ in selected[self._fields]]
         self._annotations = dict(compiler.annotation_col_map)
 
-    def run(
-        self,
-        session: ScopedSession,
-        *,
-        scope: Scope,
-        vector: list[float],
-        model_id: str,
-        extras: Sequence[Any] = (),
-    ) -> list[M]:
-        """The rows of this shape in the session's scope and `scope`'s project, for this vector, model and values."""
-        rows = self._rows(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
-        return [self._instance(row) for row in rows]
-
-    def _instance(self, row: Sequence[Any]) -> M:
+    def _row(self, row: list[Any]) -> M:
         instance = self._model.from_db(HEAVY_READ_ALIAS, self._attnames, row[self._fields])
         for name, position in self._annotations.items():
             setattr(instance, name, row[position])
         return instance
 
 
-class PreparedValues(PreparedStatement):
+class PreparedValues(PreparedStatement[tuple[Any, ...]]):
     """A prepared values_list() read: one tuple of the selected columns per row, no model instances."""
 
     def _shape_rows(self, queryset: models.QuerySet[Any], compiler: SQLCompiler) -> None:
         if not queryset.query.values_select:
             raise UnpreparableRead("a read of instances: prepare it as PreparedRead")
 
-    def run(
-        self,
-        session: ScopedSession,
-        *,
-        scope: Scope,
-        vector: list[float],
-        model_id: str,
-        extras: Sequence[Any] = (),
-    ) -> list[tuple[Any, ...]]:
-        rows = self._rows(session, scope=scope, vector=vector, model_id=model_id, extras=extras)
-        return [tuple(row) for row in rows]
+    def _row(self, row: list[Any]) -> tuple[Any, ...]:
+        return tuple(row)
 
 
 class PreparedShapes(Generic[S]):
