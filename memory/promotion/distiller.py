@@ -775,8 +775,17 @@ def _sentence_cache(embedder: SentenceEmbedder) -> dict[str, npt.NDArray[np.floa
 
 
 def default_embedder() -> SentenceEmbedder:
-    """The process's MiniLM session (needs Django settings for its thread count)."""
-    from loopmem.embedding.embedders import _minilm  # local: keeps this module importable without Django
+    """The process's MiniLM with int8 products, which reads a sentence in half the time of the stored tier's: its
+    vectors only feed the distiller's features, never the database (needs Django settings for its thread count and
+    the data directory)."""
+    from loopmem.embedding.embedders import minilm_int8_arithmetic  # local: this module imports without Django
+
+    return minilm_int8_arithmetic()
+
+
+def stored_embedder() -> SentenceEmbedder:
+    """The stored tier's MiniLM session: what promotion's writes and recall embed with."""
+    from loopmem.embedding.embedders import _minilm
 
     return _minilm()
 

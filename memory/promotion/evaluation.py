@@ -53,7 +53,7 @@ from loopmem.providers import llm
 from loopmem.secret_guard.policy import holds_secret
 from memory.models import PromotionEvalSnapshot
 from memory.promotion.compilers import Candidate, CompileFailed, Compiler, compiler_for, screen
-from memory.promotion.distiller import Matrix, SentenceEmbedder, default_embedder
+from memory.promotion.distiller import Matrix, SentenceEmbedder, stored_embedder
 from memory.promotion.events import emit
 
 logger = logging.getLogger(__name__)
@@ -508,7 +508,7 @@ def promotion_eval(
     deployment's settings, and nothing is stored.
     """
     sessions = labelled_sessions(dataset_version, split)
-    embedder = embedder or default_embedder()
+    embedder = embedder or stored_embedder()  # the match rule's thresholds were set on the stored tier's vectors
     if compiler_name == COMPROMISED:
         result = EvalResult(
             dataset_version=dataset_version, compiler=COMPROMISED, day=timezone.now().date(), split=split

@@ -9,9 +9,11 @@ from argparse import ArgumentParser
 from typing import Any
 
 from loopmem.embedding import pipeline
-from loopmem.embedding.embedders import _minilm
+from loopmem.embedding.embedders import _minilm, minilm_int8_arithmetic
 from loopmem.management.operator import OperatorCommand
 from memory.promotion.evaluation import labelled_sessions
+
+MODELS = {"stored": _minilm, "int8-arithmetic": minilm_int8_arithmetic}
 
 
 class Command(OperatorCommand):
@@ -24,6 +26,12 @@ class Command(OperatorCommand):
     def add_command_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--texts", type=int, default=320, help="texts of each kind")
         parser.add_argument("--seed", type=int, default=5)
+        parser.add_argument(
+            "--model",
+            choices=MODELS,
+            default="stored",
+            help="stored: the model every stored vector and query uses; int8-arithmetic: the distiller's",
+        )
 
     def run(self, **options: Any) -> tuple[dict[str, Any], str]:
         count = options["texts"]
@@ -39,12 +47,13 @@ class Command(OperatorCommand):
             "conversation turns": turns[:count],
             "short facts": [f"Our primary region is eu-west-1 and we deploy on Fridays ({n})." for n in range(count)],
         }
-        embedder = _minilm()
+        embedder = MODELS[options["model"]]()
         embedder.embed(["warm-up"])  # loads the model
         load_before = _load()
         figures = {kind: _throughput(embedder, texts) for kind, texts in kinds.items()}
         summary = {
             "texts": count,
+            "model": options["model"],
             "call_size": pipeline.BATCH_SIZE,
             "kinds": figures,
             "load_average_before": load_before,
@@ -72,8 +81,9 @@ def _load() -> list[float]:
 
 def render(summary: dict[str, Any]) -> str:
     lines = [
-        f"local MiniLM, {summary['texts']} texts of each kind in calls of {summary['call_size']}; load average before "
-        f"{summary['load_average_before']}, after {summary['load_average_after']}",
+        f"local MiniLM ({summary['model']}), {summary['texts']} texts of each kind in calls of "
+        f"{summary['call_size']}; load average before {summary['load_average_before']}, after "
+        f"{summary['load_average_after']}",
         f"{'texts':<22}{'texts/s':>9}{'chars p50':>11}{'chars max':>11}",
     ]
     for kind, f in summary["kinds"].items():
