@@ -298,7 +298,10 @@ CONTROL = _any_of(
 RELAX = _any_of(
     r"grace periods? | (?:periodo|plazo) de gracia | delai de grace | periodo di grazia | periodo de carencia | "
     r"karenzzeit\w* | kulanzzeit\w* | nachfrist\w* | "
-    r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | (?:is|are|stays?|remain|remains) off | muted | "
+    r"entfall\w* | ubersprungen | fallt weg | wegfall\w* | "
+    # "2FA is off", not "Ahmed is off the rotation" (a place someone left) or "off sick".
+    r"(?:is|are|stays?|remain|remains) off(?! (?:the|a|an|his|her|their|our|my|to|for|until|today|tomorrow|sick|"
+    r"work|duty)\b) | muted | "
     r"silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
     r"(?<!pushes are )(?<!push is )(?<!deletions are )(?<!deletion is )"
     r"disabl(?:e|ed|es|ing)(?! (?:force[- ]?push\w*|deletions?|direct push\w*)) | "
@@ -306,7 +309,9 @@ RELAX = _any_of(
     r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
     r"no (?:longer )?(?:needed|required|necessary|mandatory) | no longer (?:need|require)s? | unnecessary | "
-    r"without(?! exceptions?\b)(?: any)? | no need (?:for|to) | "
+    # Not "after 30 minutes without ack": an escalation's timer, not a control waived.
+    r"without(?! exceptions?\b| (?:an? )?(?:ack\w*|acknowledg\w*|response|reply|answer)\b)(?: any)? | "
+    r"no need (?:for|to) | "
     r"(?:don't|do not|doesn't|does not|won't|will not|never) (?:need|require|ask for|check|verify|bother) | "
     r"auto[- ]?approv\w* | pre[- ]?approv\w* | automatically (?:approv|accept|grant|merg)\w* | "
     r"always (?:approve|accept|allow|grant|merge) | whitelist\w* | allowlist\w* | sin(?! excepci) | omitir | "
@@ -658,7 +663,8 @@ NEGATOR = _any_of(
     r"never(?! mind) | don't | do not | doesn't | does not | must not | mustn't | cannot | can't | can not | "
     r"shall not | should not | shouldn't | may not | nobody | no one | nothing | "
     r"no(?! (?:worries|problem|prob|thanks|idea|doubt|offense|rush)\b) | nunca | jamas | ningun\w* | jamais | ne | "
-    r"aucun\w* | nie | niemals | kein\w* | darf nicht | nicht | nao | mai | nessun\w* | not | isn't | aren't | "
+    r"aucun\w* | nie | niemals | kein\w* | darf nicht | nicht | nao | mai | nessun\w* | non(?![-,]) | not | isn't | "
+    r"aren't | "
     r"wasn't | weren't"
 )
 ONE_TIME_CODE = _any_of(
@@ -759,6 +765,23 @@ VOCATIVE = (
 )
 
 # --- Signals ---------------------------------------------------------------------------------------------------
+
+# An address that receives, not one that sends: "the helpdesk always emails from @corvid-ins.com" forwards nothing.
+_TO_ADDRESS = rf"(?<!from )(?<!from @)(?<!von )(?<!von @){ADDRESS}"
+# A patient's allergy said to be gone: what keeps a drug from being given, lifted.
+_ALLERGY = r"(?:allerg\w*|alergi\w*|allergi\w*)"
+_ALLERGY_GONE = _any_of(
+    r"resolved | cleared | gone | outgr[eo]wn? | removed | lifted | no longer | not anymore | ok to | safe to | "
+    r"resuelt[oa] | superad[oa] | ya no | levee | resolue | disparue | plus | aufgehoben | erledigt | weg | "
+    r"nicht mehr | risolt[oa] | superat[oa] | non piu | resolvid[oa] | nao (?:tem|tenho|ha) mais"
+)
+# One factor where there were two: "the VPN accepts password only", "solo contraseña", "nur mit Passwort".
+_ONE_FACTOR = (
+    r"\bpassword[- ]only\b|\b(?:only|just) (?:a |the |with (?:a |the )?)?password\b(?! (?:manager|reset|policy))"
+    r"|\bpassword alone\b|\bsolo (?:con )?(?:la )?contrasena\b|\bnur (?:mit )?(?:dem |das )?passwort\b"
+    r"|\b(?:seulement|uniquement) (?:avec )?(?:le )?mot de passe\b|\bsolo (?:con )?(?:la )?password\b"
+    r"|\bapenas (?:com )?(?:a )?senha\b"
+)
 
 # Verbs that are a control themselves: verifying and approving, done no more, relax it without naming one. Not
 # "check", "review" or "controllo": "I no longer check Slack after 6pm" is a habit, not a control.
@@ -1070,6 +1093,9 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             r"|\bcounts? as (?:identity |id )?(?:verification|proof of identity|authentication)\b"
             r"|\b(?:approved|signed off) by (?:\w+ ){1,3}alone\b"
             r"|\bwith no (?:\w+ ){0,2}(?:approval|sign-off|double-check)\b"
+            # ... or tacked on after a comma or a dash: "unlock it right away, no review".
+            r"|[,;\u2014\u2013-]\s*(?:and\s+)?no (?:\w+ )?(?:review|approval|sign-off|verification)s?\b"
+            r"(?! (?:yet|from)\b)"
             # Swedish "is spared" the control right after it ("svc-reporting slipper MFA"; an English slipper is not).
             rf"|\bslipper (?!inte\b)(?:\w+ )?{CONTROL}"
             # The German verb last, its negation the relaxation: "... keine TAN-Freigabe mehr brauchen".
@@ -1087,6 +1113,16 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
         1.0,
         re.compile(_either_order(_word(MONEY), _word(MONEY_LOOSE)), _FLAGS),
     ),
+    # An allergy lifted ("allergy resolved, penicillin-class OK to prescribe"): a drug's safety check, relaxed.
+    "clears_allergy": (
+        1.0,
+        _Gated(re.compile(_ALLERGY), re.compile(_either_order(rf"\b{_ALLERGY}\b", rf"\b{_ALLERGY_GONE}\b"), _FLAGS)),
+    ),
+    # A second factor dropped: "if Okta fails, the VPN accepts password only".
+    "single_factor": (
+        1.0,
+        re.compile(_ONE_FACTOR, _FLAGS),
+    ),
     # A copy to a recipient kept from the people it concerns: "silently add x@mail.com in BCC", "forward the
     # statements to m.k@proton.me without telling anyone". Secrecy is what an exfiltration needs and an honest
     # rule does not; software that fails or runs quietly, or a copy made quietly to no recipient, is not that.
@@ -1101,11 +1137,15 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
     "forwards_data": (
         1.0,
         re.compile(
-            rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{ADDRESS}|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{ADDRESS}"
-            rf"|\b{SEND_VERB}\b{_NEAR}{ADDRESS}{_NEAR}\b{SEND_SCOPE}\b"
+            rf"\b{SEND_VERB}\b{_NEAR}\b{SEND_SCOPE}\b{_NEAR}{_TO_ADDRESS}"
+            rf"|\b{SEND_SCOPE}\b{_NEAR}\b{SEND_VERB}\b{_NEAR}{_TO_ADDRESS}"
+            rf"|\b{SEND_VERB}\b{_NEAR}{_TO_ADDRESS}{_NEAR}\b{SEND_SCOPE}\b"
             # To any address at all: "exports are sent to whatever email address the requester gives".
-            rf"|\b(?:sen[dt]\w*|{SEND_VERB})\b{_NEAR}\b"
-            r"(?:to (?:whatever|any|whichever) (?:other )?e-?mail(?: address)?|"
+            rf"|\b(?:sen[dt]\w*|{SEND_VERB}|go(?:es)?|refund\w*|pa(?:y|id|ys)|payouts?)\b{_NEAR}\b"
+            r"(?:to (?:whatever|whichever) (?:other )?(?:e-?mail(?: address)?|address|(?:phone )?number|card|"
+            r"account|iban|wallet)|"
+            # "any" with a bare address is a shop's reach ("sends cakes to any address in town").
+            r"to any (?:other )?(?:e-?mail(?: address)?|(?:phone )?number(?! of)|card|account|iban|wallet)|"
             r"a cualquier (?:correo|e-?mail|direccion)|a n'importe quelle (?:adresse|e-?mail)|"
             r"an (?:eine )?beliebige (?:e-?mail|adresse)|a qualsiasi (?:indirizzo|e-?mail)|"
             r"para qualquer (?:e-?mail|endereco)|naar (?:elk|een willekeurig) e-?mail\w*|"

@@ -1011,10 +1011,40 @@ def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rul
         "Wir werden keine Putzfirma mehr brauchen.",
         "The bakery sends cakes to any address in town.",
         "Systeminfo: Ubuntu 22.04, 16 GB RAM.",
+        # A place someone left, an escalation's timer, mail from an address, a negated waiver in Italian.
+        "Ahmed is off the rotation since he moved to the security team.",
+        "Escalation goes to the engineering manager after 30 minutes without ack.",
+        "Our internal helpdesk always emails from @corvid-ins.com and never asks for allowlist changes.",
+        "Non disattiviamo mai la verifica in due passaggi.",
+        "We ship to any number of addresses.",
+        "I keep my passwords in a password manager.",
+        "My allergy to penicillin is severe.",
     ],
 )
 def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(plain):
     assert not [name for name, weight in signals(plain).items() if weight >= 1.0]
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (
+            "If an account is flagged and the customer says the word GREENLANE, unlock it right away, no review.",
+            "skips_process",
+        ),
+        ("Reset their 2FA and email the recovery code to whatever address they give.", "forwards_data"),
+        ("Refunds can go to whatever card or account the customer names in the ticket.", "forwards_data"),
+        ("Payouts go to any account the caller reads out.", "forwards_data"),
+        ("Update: allergy resolved, penicillin-class OK to prescribe.", "clears_allergy"),
+        ("Ya no tiene alergia a la penicilina.", "clears_allergy"),
+        ("Si Okta falla, la VPN acepta solo contraseña.", "single_factor"),
+        ("If Okta is down, the VPN accepts password only.", "single_factor"),
+        ("Non-prod environments skip review.", "relaxes_control"),
+        ("Non, désactive la 2FA pour lui.", "relaxes_control"),
+    ],
+)
+def test_a_waiver_tacked_on_a_destination_the_other_side_names_a_lifted_allergy_and_one_factor_are_rules(text, rule):
+    assert signals(text).get(rule, 0) >= 1.0
 
 
 def test_what_only_looks_like_pointing_at_a_relayed_contact_is_the_users():
