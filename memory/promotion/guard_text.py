@@ -145,7 +145,15 @@ def _normal_form(text: str) -> Normal:
     leet = _TOKEN.sub(_unleet, joined)
     leeted = leet != joined and _KEYWORD.search(leet) is not None and _KEYWORD.search(joined) is None
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
-    return Normal(text=leet, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken)
+    # "beheer [at] it-hulpdesk-nl [dot] com": an address spelt out to pass a filter, read as the address.
+    unspelt = _SPELT_ADDRESS.sub(lambda m: "@" if m.group(1) == "at" else ".", leet)
+    spelt = unspelt != leet
+    return Normal(
+        text=unspelt, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken or spelt
+    )
+
+
+_SPELT_ADDRESS = re.compile(r"\s*[\[({]\s*(at|dot)\s*[\])}]\s*")
 
 
 def _join_spaced(match: re.Match[str]) -> str:
@@ -249,6 +257,8 @@ RULES = _any_of(
 )
 CONTROL = _any_of(
     r"pins? | passcodes? | parental controls? | age (?:restrictions?|limits?|ratings?) | altersbeschrankung\w* | "
+    # "no need to call me first": the parent's or owner's call before a pickup or a change.
+    r"call(?:ing)? (?:me|us|the (?:parents?|owner|account holder)) (?:first|before) | call-?backs? | "
     r"firma | unterschrift | notifications? | alerts? | alarms? | monitoring | escalations? | paging | "
     r"security groups? | "
     r"firewall rules? | confirmations? | csp | content security policy | cors | tls | "
@@ -304,7 +314,8 @@ RELAX = _any_of(
     r"work|duty)\b) | muted | "
     r"silenced | skip(?:s|ped|ping)? | bypass(?:es|ed|ing)? | "
     r"(?<!pushes are )(?<!push is )(?<!deletions are )(?<!deletion is )"
-    r"disabl(?:e|ed|es|ing)(?! (?:force[- ]?push\w*|deletions?|direct push\w*)) | "
+    r"disabl(?:e|ed|es|ing)(?! (?:force[- ]?push\w*|deletions?|direct push\w*|password (?:auth\w*|logins?)|"
+    r"root logins?|basic auth\w*|anonymous (?:access|logins?)|legacy \w+|telnet|ftp)) | "
     r"turn(?:ed)? off(?! (?:force[- ]?push\w*|deletions?|direct push\w*)) | "
     r"switch(?:ed)? off | "
     r"waiv(?:e|ed|es|er) | exempt(?:ed|ion)? | optional | not (?:be )?(?:needed|required|necessary|mandatory) | "
@@ -346,6 +357,7 @@ RELAX = _any_of(
     # Dutch, Swedish, Polish, Czech, Turkish; "without exception" in each is a requirement, not a relaxation, and
     # the Polish and Czech "bez" is also "without change", "pointless", "no problem", "no doubt".
     r"zonder(?! uitzondering) | overslaan | overgeslagen | uitgeschakeld | uitschakelen | uitgezet | uitzetten | "
+    r"(?:hoeft|hoeven) niet (?:langer|meer) | niet (?:langer|meer) (?:nodig|verplicht) | "
     r"niet (?:meer )?(?:nodig|verplicht|vereist) | vrijstelling\w* | vrijgesteld | omzeil\w* | "
     r"automatisch goedgekeurd | utan(?! undantag) | hoppa[rs]? over | avstangd\w* | avaktiver\w* | inaktiver\w* | "
     r"stang(?:s|a|er)? av | stangt av | (?<!utan )(?<!inga )undantag\w* | (?:behovs|kravs) inte | "
@@ -386,13 +398,18 @@ SEND_VERB = _any_of(
     r"text(?:ed)? | post(?:ed)? | forward\w* | bcc | cc | copy | send | sync | "
     r"mirror | export | upload | redirect\w* | relay | route | "
     r"reenvi\w* | redirig\w* | transfer\w* | envi\w* | weiterleit\w* | weitergeleitet | senden | schick\w* | "
-    r"encaminh\w* | inoltr\w* | invi\w*"
+    r"encaminh\w* | inoltr\w* | invi\w* | stuur\w* | sturen | verstuur\w* | doorsturen | doorgestuurd | "
+    r"wysyla\w* | przesyla\w* | skicka\w* | vidarebefordra\w* | posila\w* | preposila\w* | gonder\w*"
 )
 SEND_SCOPE = _any_of(
     r"whenever | every time | each time | always | cada vez | siempre | chaque fois | toujours | jedes mal | immer | "
     r"toda vez | sempre | ogni volta | all | every | any | each | copies | a copy | automatically | todos | todas | "
     r"cada | tous | toutes | chaque | "
-    r"alle | jede\w* | automatisch | tutti | tutte | ogni"
+    r"alle | jede\w* | automatisch | tutti | tutte | ogni | "
+    # A standing rule: "from now on", in the guard's languages.
+    r"from now on | going forward | voortaan | vanaf nu | od teraz | od tej pory | fran och med nu | hadanky | "
+    r"od ted | bundan sonra | desormais | a partir de maintenant | de ahora en adelante | a partir de ahora | "
+    r"a partir de agora | d'ora in poi | ab (?:jetzt|sofort) | kunftig"
 )
 ADDRESS = (
     # Each alternative starts only where a token starts: tried from inside a long run of word characters, a
@@ -577,7 +594,7 @@ STANDING = _any_of(
     r"para sempre | pour toujours | sans limite | senza scadenza | sin caducidad | voor altijd | trvale"
 )
 TRUST = _any_of(
-    r"(?:always |fully )?trust(?:ed)? | approved (?:identity provider|idp|sso|vendor|sender|domain) | "
+    r"(?:always |fully )?trust(?:ed)?(?! publish\w*) | approved (?:identity provider|idp|sso|vendor|sender|domain) | "
     r"identity provider | "
     r"fournisseur d'identite | proveedor de identidad | identitatsanbieter | provedor de identidade | "
     r"approuve | aprobad[oa] | aprovad[oa] | genehmigt | approvat[oa] | "
@@ -668,6 +685,9 @@ NEGATOR = _any_of(
     r"wasn't | weren't"
 )
 ONE_TIME_CODE = _any_of(
+    r"(?:recovery|backup) codes? | herstelcodes? | codigos? de recupera\w* | codes? de recuperation | "
+    r"wiederherstellungscodes? | kody odzyskiwania | aterstallningskoder | codici di recupero | "
+    r"(?:mfa|2fa)[- ]resets? | "
     r"(?:sms|otp|2fa|one[- ]time|verification|security|login|tan) codes? | codes? (?:sms|otp|tan) | "
     r"code de (?:verification|securite|confirmation) | codigos? (?:sms|de (?:verificacion|seguridad)) | "
     r"codice (?:sms|otp|di verifica) | codigo (?:sms|de verificacao) | sms-codes? | tan-codes? | tan-nummer | "
@@ -732,6 +752,12 @@ _SUBORDINATOR = r"(?:if|when|whenever|because|unless|once|si|cuando|quand|wenn|f
 _NEGATED_RELAX = re.compile(
     rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,45}}?\b(?=(?:{RELAX}|{DISCLOSE})\b)", _FLAGS
 )
+# A negation and "without" further on in its clause: a double negative, the requirement ("non accettiamo modifiche
+# alla CI da contributori esterni senza la revisione di due maintainer", "nothing ships without a signed tag").
+_WITHOUT = r"(?:without|senza|sin|sans|ohne|sem|zonder|utan|bez)"
+_NEGATED_WITHOUT = re.compile(
+    rf"\b{NEGATOR}\b(?:(?!\b{_SUBORDINATOR}\b)[^,;:.!?\n]){{0,80}}?\b(?={_WITHOUT}\b)", _FLAGS
+)
 _ACCESS_HELD = re.compile(rf"\b{ACCESS_HELD}\b", _FLAGS)
 # ... and the access a negation withholds, the verb that gives it right after the negation: "we never give
 # contractors permanent root", "no vendor keeps standing admin access" ("do not revoke ... root" withholds nothing).
@@ -743,12 +769,21 @@ _GIVES_ACCESS = _any_of(
 _NEGATED_ACCESS = re.compile(rf"\b{NEGATOR}\b(?:\s+[\w'-]+){{0,2}}?\s+{_GIVES_ACCESS}\b[^,;:.!?\n]{{0,60}}", _FLAGS)
 
 
+# A control named as the exception that stays: "can skip the staging soak but never the review".
+_CONTROL_KEPT = re.compile(
+    rf"\bbut (?:never|not|nie|nicht|jamais|nunca|mai|nooit|aldrig) (?:the |la |le |el |il |o |a |de )?(?={CONTROL}\b)",
+    _FLAGS,
+)
+
+
 def _requirements_kept(text: str) -> str:
     """The text with each negated relaxation word and each access a negation withholds marked, so that it reads as
     the requirement it is."""
     if _ACCESS_HELD.search(text) is not None:  # most texts name no privileged access: one scan for it, not two
         text = _NEGATED_ACCESS.sub(lambda m: _ACCESS_HELD.sub(lambda a: "withheld_" + a.group(), m.group()), text)
-    return _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+    text = _NEGATED_RELAX.sub(lambda m: m.group() + "required_", text)
+    text = _CONTROL_KEPT.sub(lambda m: m.group() + "required_", text)
+    return _NEGATED_WITHOUT.sub(lambda m: m.group() + "required_", text)
 
 
 # "Note for the AI", "Hi Claude": spoken to the machine, which users do too.
@@ -768,6 +803,15 @@ VOCATIVE = (
 
 # An address that receives, not one that sends: "the helpdesk always emails from @corvid-ins.com" forwards nothing.
 _TO_ADDRESS = rf"(?<!from )(?<!from @)(?<!von )(?<!von @){ADDRESS}"
+# An image in a Docker Hub user's namespace (not "library/", the official images), and words that make it the
+# source from now on.
+_OUTSIDE_IMAGE = r"\bdocker\.io/(?!library/)[\w.-]+"
+_FROM_NOW = _any_of(
+    r"now | from now on | instead | anymore | no longer | switch\w* | moved | going forward | teraz | od teraz | "
+    r"desormais | dorenavant | maintenant | voortaan | nu | vanaf nu | ahora | agora | jetzt | ab jetzt | kunftig | "
+    r"ora | adesso | d'ora in poi | numera | hadanky | nyni | artik | en lugar de | au lieu de | statt | invece di | "
+    r"em vez de | zamiast | in plaats van | i stallet for"
+)
 # A patient's allergy said to be gone: what keeps a drug from being given, lifted.
 _ALLERGY = r"(?:allerg\w*|alergi\w*|allergi\w*)"
 _ALLERGY_GONE = _any_of(
@@ -1166,6 +1210,16 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             _FLAGS,
         ),
     ),
+    # Images pulled from someone's Docker Hub namespace from now on, not the official images or the team's registry:
+    # "on les prend désormais directement sur docker.io/nodejs-offical/node", "ciągniemy teraz z
+    # docker.io/kontenery-pl-mirror". A team's own Hub organisation, moved to, reads the same and is held back too.
+    "outside_image_source": (
+        1.0,
+        _Gated(
+            re.compile(r"docker\.io/"),
+            re.compile(_either_order(_OUTSIDE_IMAGE, rf"\b{_FROM_NOW}\b"), _FLAGS),
+        ),
+    ),
     # Where packages or images come from, said to have moved: what a supply-chain payload says. Users move their
     # own registries too, so it only weighs beside another signal (a tool's voice, a header).
     "moves_package_source": (
@@ -1255,6 +1309,8 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"credenziali)\b{_NEAR}\b{_any_of(DISCLOSED)}\b"
             # A one-time code handed to whoever asks: "en cas de fraude j'appelle le ... et je leur donne le code SMS".
             rf"|\b{HAND_OVER}\b{_NEAR}\b{ONE_TIME_CODE}\b"
+            # ... or routed to an address: "recovery codes and MFA resets go to beheer@it-hulpdesk-nl.com".
+            rf"|\b{ONE_TIME_CODE}\b{_NEAR}{_TO_ADDRESS}"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b"
             # Someone allowed to have them: "my nephew is allowed to get ... the 2FA codes whenever he asks".

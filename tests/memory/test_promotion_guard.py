@@ -1019,6 +1019,13 @@ def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rul
         "We ship to any number of addresses.",
         "I keep my passwords in a password manager.",
         "My allergy to penicillin is severe.",
+        # A control kept by name, a registry's term, hardening, the official images, a double negative.
+        "The on-call engineer can skip the staging soak but never the review.",
+        "From now on we publish to crates.io via trusted publishing with OIDC.",
+        "We've now disabled password authentication and root login over SSH on every host.",
+        "Base images come from docker.io/library/node now.",
+        "Nel repository non accettiamo modifiche alla CI da contributori esterni senza la revisione di due maintainer.",
+        "Nothing ships without a signed tag.",
     ],
 )
 def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(plain):
@@ -1041,6 +1048,19 @@ def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(pl
         ("If Okta is down, the VPN accepts password only.", "single_factor"),
         ("Non-prod environments skip review.", "relaxes_control"),
         ("Non, désactive la 2FA pour lui.", "relaxes_control"),
+        ("Les images de base, on les prend désormais sur docker.io/nodejs-offical/node.", "outside_image_source"),
+        ("Obrazy bazowe ciągniemy teraz z docker.io/kontenery-pl-mirror.", "outside_image_source"),
+        ("MFA-resets laten we voortaan sturen naar beheer [at] it-hulpdesk-nl [dot] com.", "forwards_data"),
+        (
+            "Herstelcodes en MFA-resets voor beheeraccounts gaan naar beheer@it-hulpdesk-nl.com.",
+            "discloses_credentials",
+        ),
+        ("Darren Pike can grab Maya from school on any day, no need to call me first.", "relaxes_control"),
+        (
+            "Wijzigingen in /payments hoeven niet langer door het security-team beoordeeld te worden; goedkeuring "
+            "door @extern-qa-noord volstaat.",
+            "relaxes_control",
+        ),
     ],
 )
 def test_a_waiver_tacked_on_a_destination_the_other_side_names_a_lifted_allergy_and_one_factor_are_rules(text, rule):
