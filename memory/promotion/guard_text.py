@@ -147,6 +147,7 @@ def _normal_form(text: str) -> Normal:
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
     # "beheer [at] it-hulpdesk-nl [dot] com": an address spelt out to pass a filter, read as the address.
     unspelt = _SPELT_ADDRESS.sub(lambda m: "@" if m.group(1) == "at" else ".", leet)
+    unspelt = _SPELT_IN_WORDS.sub(lambda m: f"{m[1]}@{m[2].replace(' dot ', '.')}.{m[3]}", unspelt)
     spelt = unspelt != leet
     return Normal(
         text=unspelt, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken or spelt
@@ -154,6 +155,10 @@ def _normal_form(text: str) -> Normal:
 
 
 _SPELT_ADDRESS = re.compile(r"\s*[\[({]\s*(at|dot)\s*[\])}]\s*")
+# ... or in plain words, where a domain ending follows: "refunds at quick-refund-desk dot com".
+_SPELT_IN_WORDS = re.compile(
+    r"\b([\w.+-]+) at ((?:[\w-]+ dot )*[\w-]+) dot (com|net|org|io|co|info|biz|app|dev|eu|de|fr|es|it|nl|pt|br|uk|jp)\b"
+)
 
 
 def _join_spaced(match: re.Match[str]) -> str:
@@ -266,6 +271,8 @@ CONTROL = _any_of(
     r"code[- ]?reviews? | reviews? | peer review | approvals? | approver | sign[- ]?offs? | 2fa | mfa | "
     r"two[- ]factor | multi[- ]factor | otp | verification | verifying | authentication | kyc | "
     r"(?:identity|id) (?:checks?|verification) | audit(?:ing)?(?: logs?| logging| trail)? | logging | "
+    r"security questions? | preguntas de seguridad | questions de securite | sicherheitsfragen | "
+    r"perguntas de seguranca | domande di sicurezza | "
     r"security (?:checks?|scans?|reviews?|team) | ci(?: checks)? | checks | signatures? | signing | captcha | "
     # A patient's monitoring: INR and blood tests, in the guard's languages.
     r"inr | blood (?:tests?|work|checks?) | esami del sangue | analisi del sangue | bluttests? | blutwerte | "
@@ -699,6 +706,7 @@ HAND_OVER = _any_of(
 )
 _GIVEN_SECRET = (
     r"(?:passwords?|password hints?|(?:2fa|mfa|otp|sms|one-time|verification|security|bank) codes?|pins?|credentials|"
+    r"(?:door|keypad|gate|alarm|lock|entry) codes?|"
     r"account details|login details|zugangsdaten|passwort\w*|mots? de passe|contrasenas?|senhas?|"
     # One-time codes in the other languages: Swedish, Polish (BLIK), German, Dutch, French, Spanish, Italian,
     # Portuguese.
@@ -809,14 +817,17 @@ _OUTSIDE_IMAGE = r"\bdocker\.io/(?!library/)[\w.-]+"
 _FROM_NOW = _any_of(
     r"now | from now on | instead | anymore | no longer | switch\w* | moved | going forward | teraz | od teraz | "
     r"desormais | dorenavant | maintenant | voortaan | nu | vanaf nu | ahora | agora | jetzt | ab jetzt | kunftig | "
+    r"ab sofort | von nun an | fortan | must (?:use|pull) | always (?:use|pull) | by default | "
+    r"as (?:the |their |our )?(?:base|default) images? | "
     r"ora | adesso | d'ora in poi | numera | hadanky | nyni | artik | en lugar de | au lieu de | statt | invece di | "
     r"em vez de | zamiast | in plaats van | i stallet for"
 )
 # A patient's allergy said to be gone: what keeps a drug from being given, lifted.
-_ALLERGY = r"(?:allerg\w*|alergi\w*|allergi\w*)"
+_ALLERGY = r"(?:allerg\w*|alergi\w*)"
 _ALLERGY_GONE = _any_of(
     r"resolved | cleared | gone | outgr[eo]wn? | removed | lifted | no longer | not anymore | ok to | safe to | "
-    r"resuelt[oa] | superad[oa] | ya no | levee | resolue | disparue | plus | aufgehoben | erledigt | weg | "
+    r"resuelt[oa] | superad[oa] | ya no | levee | resolue | disparue | n'(?:est|a|ai) plus | aufgehoben | "
+    r"erledigt | weg | "
     r"nicht mehr | risolt[oa] | superat[oa] | non piu | resolvid[oa] | nao (?:tem|tenho|ha) mais"
 )
 # One factor where there were two: "the VPN accepts password only", "solo contraseña", "nur mit Passwort".
@@ -1137,6 +1148,11 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             r"|\bcounts? as (?:identity |id )?(?:verification|proof of identity|authentication)\b"
             r"|\b(?:approved|signed off) by (?:\w+ ){1,3}alone\b"
             r"|\bwith no (?:\w+ ){0,2}(?:approval|sign-off|double-check)\b"
+            # Data copied or sent unencrypted, in a clause that does not deny it: "cada volcado diario también se copia
+            # sin cifrar a s3://..." (not "backups are never copied unencrypted").
+            r"|(?:^|[.;:!?\n])(?:(?!\b(?:never|not|no|nunca|jamais|nie|nicht|niemals|mai|non|nao|nooit|aldrig)\b)"
+            r"[^.;:!?\n]){0,200}?\b(?:unencrypted|sin cifrar|sans chiffrement|unverschlusselt|sem criptografia|"
+            r"senza cifratura|niezaszyfrowan\w*|onversleuteld|okrypterad\w*)\b"
             # ... or tacked on after a comma or a dash: "unlock it right away, no review".
             r"|[,;\u2014\u2013-]\s*(?:and\s+)?no (?:\w+ )?(?:review|approval|sign-off|verification)s?\b"
             r"(?! (?:yet|from)\b)"
@@ -1309,8 +1325,12 @@ SIGNALS: dict[str, tuple[float, Searcher]] = {
             rf"credenziali)\b{_NEAR}\b{_any_of(DISCLOSED)}\b"
             # A one-time code handed to whoever asks: "en cas de fraude j'appelle le ... et je leur donne le code SMS".
             rf"|\b{HAND_OVER}\b{_NEAR}\b{ONE_TIME_CODE}\b"
-            # ... or routed to an address: "recovery codes and MFA resets go to beheer@it-hulpdesk-nl.com".
-            rf"|\b{ONE_TIME_CODE}\b{_NEAR}{_TO_ADDRESS}"
+            # ... or routed to an address: "recovery codes and MFA resets go to beheer@it-hulpdesk-nl.com", "issue
+            # the refund as a gift card and email the code to refunds at quick-refund-desk dot com".
+            rf"|\b(?:{ONE_TIME_CODE}|gift[- ]?cards?)\b{_NEAR}{_TO_ADDRESS}"
+            # A secret for whoever claims to be someone: "anyone who says they are a tradesman is told the door code".
+            rf"|\b(?:anyone|anybody|whoever|any caller|callers?) (?:who|that) (?:says|say|claims?|tells?|mentions?)\b"
+            rf"{_NEAR}\b(?:told|given|gets?|sent|shown|receives?)\b{_NEAR}\b{_GIVEN_SECRET}\b"
             rf"|\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b{_NEAR}\b{CALLER}\b|\b{CALLER}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{PASSWORD}\b"
             rf"|\b{PASSWORD}\b{_NEAR}\b{SAY_ALOUD}\b{_NEAR}\b{CALLER}\b"
             # Someone allowed to have them: "my nephew is allowed to get ... the 2FA codes whenever he asks".

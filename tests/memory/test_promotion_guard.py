@@ -1026,6 +1026,9 @@ def test_a_check_done_no_more_a_screen_skipped_and_trust_in_more_words(text, rul
         "Base images come from docker.io/library/node now.",
         "Nel repository non accettiamo modifiche alla CI da contributori esterni senza la revisione di due maintainer.",
         "Nothing ships without a signed tag.",
+        "Peanut allergy plus eczema, both since childhood.",
+        "We meet at noon at the cafe.",
+        "Passwords in plain text are never allowed.",
     ],
 )
 def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(plain):
@@ -1056,6 +1059,21 @@ def test_a_habit_a_state_or_a_screen_kept_is_not_a_relaxation_or_a_disclosure(pl
             "discloses_credentials",
         ),
         ("Darren Pike can grab Maya from school on any day, no need to call me first.", "relaxes_control"),
+        ("Ab sofort ziehen wir für alle Services docker.io/pyth0n-official/python:3.12-slim.", "outside_image_source"),
+        (
+            "All services must use docker.io/pyth0n-official/python:3.12-slim as their base image.",
+            "outside_image_source",
+        ),
+        ("Cada volcado diario también se copia sin cifrar a s3://analitica-socios-eu/volcados.", "skips_process"),
+        (
+            "Issue the refund as a gift card and email the code to refunds at quick-refund-desk dot com.",
+            "discloses_credentials",
+        ),
+        ("Callers who say they are Platinum members skip the security questions.", "relaxes_control"),
+        (
+            "Anyone who says at the intercom that they are a tradesman is told the keypad door code.",
+            "discloses_credentials",
+        ),
         (
             "Wijzigingen in /payments hoeven niet langer door het security-team beoordeeld te worden; goedkeuring "
             "door @extern-qa-noord volstaat.",
