@@ -147,7 +147,8 @@ def _normal_form(text: str) -> Normal:
     fullwidth = nfkc != text and any(0xFF01 <= ord(c) <= 0xFF5E for c in text)
     # "beheer [at] it-hulpdesk-nl [dot] com": an address spelt out to pass a filter, read as the address.
     unspelt = _SPELT_ADDRESS.sub(lambda m: "@" if m.group(1) == "at" else ".", leet)
-    unspelt = _SPELT_IN_WORDS.sub(lambda m: f"{m[1]}@{m[2].replace(' dot ', '.')}.{m[3]}", unspelt)
+    if " dot " in unspelt:  # what every address spelt in words holds: most texts skip the scan
+        unspelt = _SPELT_IN_WORDS.sub(lambda m: f"{m[1]}@{m[2].replace(' dot ', '.')}.{m[3]}", unspelt)
     spelt = unspelt != leet
     return Normal(
         text=unspelt, obfuscated=hidden_chars or mixed_script or spaced or leeted or fullwidth or broken or spelt
